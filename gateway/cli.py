@@ -1,0 +1,47 @@
+"""`costgate`: one console script; each command group lives in its own module.
+
+The modules are imported only when their command runs, so `costgate sim` does not pay
+for importing Ray, and `costgate keys` does not pay for Streamlit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command-group modules; each exposes register(subparsers) and sets args.func
+COMMAND_MODULES = (
+    "gateway.cli_cluster",  # up, down, demo, serve-config
+    "gateway.cli_sim",  # sim
+    "gateway.cli_bench",  # bench
+    "gateway.cli_db",  # migrate, keys
+    "gateway.cli_routing",  # routing show|set
+    "gateway.cli_dashboard",  # dashboard, seed
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="costgate", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name == name:
+                continue  # a command group not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
