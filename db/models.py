@@ -1,0 +1,231 @@
+"""The ledger's tables, as SQLAlchemy 2 typed models.
+
+Alembic migrations under `db/migrations/versions/` create exactly these (a test runs
+autogenerate's comparison and expects no difference). Table and column names are a
+contract: the record writer, the dashboard's SQL and the routing audit use them.
+
+Money is NUMERIC (`Money`: 10 decimal places, see `gateway.pricing` for the rounding),
+never float. Timestamps are timestamptz in UTC.
+
+`usage_records.price_version_id` is deliberately *not* a foreign key: a record is a
+fact about a bill that already happened, and the writer must accept it even when the
+price sync has not run against this database (a restored dump, a config changed between
+`up` and the write). Price version ids are deterministic (uuid5 of their content, see
+`gateway.pricing`), so the sync inserts the very ids the gateway stamps and a LEFT JOIN
+matches. Likewise `usage_records.app`/`team`/`key_id` are plain values, not foreign keys:
+the `anonymous` app and static bootstrap keys have no rows in `apps`/`api_keys`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import (
+    ARRAY,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Date,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    Text,
+    Uuid,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Per-record amounts and per-1M-token prices. 10 places hold a single token's cost
+# exactly at any realistic price; 20 digits leave 10 for whole units (billions).
+Money = Numeric(20, 10)
+
+# Explicit constraint names keep migrations and autogenerate comparisons stable.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Kept in step with gateway.usage_record.RequestStatus / UsageSource (a test checks).
+REQUEST_STATUSES = ("ok", "client_error", "upstream_error", "cancelled")
+USAGE_SOURCES = ("provider", "estimated", "missing")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _now() -> Any:
+    return mapped_column(DateTime(timezone=True), nullable=False, server_default=func.now())
+
+
+class UsageRow(Base):
+    """One row per client request: one column per `gateway.usage_record.UsageRecord` field."""
+
+    __tablename__ = "usage_records"
+
+    request_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    app: Mapped[str] = mapped_column(Text)
+    team: Mapped[str | None] = mapped_column(Text)
+    key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    requested_model: Mapped[str] = mapped_column(Text)
+    alias: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(Text)
+    provider: Mapped[str | None] = mapped_column(Text)
+    stream: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(Text)
+    http_status: Mapped[int] = mapped_column(Integer)
+    error_class: Mapped[str | None] = mapped_column(Text)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    cached_prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    reasoning_tokens: Mapped[int | None] = mapped_column(Integer)
+    usage_source: Mapped[str] = mapped_column(Text)
+    latency_ms: Mapped[int] = mapped_column(Integer)
+    ttft_ms: Mapped[int | None] = mapped_column(Integer)
+    upstream_latency_ms: Mapped[int | None] = mapped_column(Integer)
+    attempts: Mapped[int] = mapped_column(Integer)
+    fallback_path: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), server_default=text("'{}'::text[]")
+    )
+    routing_policy: Mapped[str | None] = mapped_column(Text)
+    price_version_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
+    billing_currency: Mapped[str | None] = mapped_column(Text)
+    actual_cost: Mapped[Decimal | None] = mapped_column(Money)
+    actual_cost_usd: Mapped[Decimal | None] = mapped_column(Money)
+    list_cost_usd: Mapped[Decimal | None] = mapped_column(Money)
+    baseline_model: Mapped[str | None] = mapped_column(Text)
+    baseline_cost_usd: Mapped[Decimal | None] = mapped_column(Money)
+
+    __table_args__ = (
+        CheckConstraint(_in("status", REQUEST_STATUSES), name="status"),
+        CheckConstraint(_in("usage_source", USAGE_SOURCES), name="usage_source"),
+        Index("ix_usage_records_started_at", "started_at"),
+        Index("ix_usage_records_app_started_at", "app", "started_at"),
+        Index("ix_usage_records_model_started_at", "model", "started_at"),
+        Index("ix_usage_records_provider_started_at", "provider", "started_at"),
+    )
+
+
+class PriceVersion(Base):
+    """Everything needed to price a request on one (provider, model), as of a date.
+
+    List prices are USD per 1M tokens. The billed prices are what the provider charges,
+    per 1M tokens in `billing_currency`, already resolved from its billing rule (list ×
+    multiplier, or its own price table), with the FX rate in force: a record plus its
+    price version re-prices exactly. Tiers are JSON lists of
+    {"above_prompt_tokens", "input", "cached_input", "output"} with decimal strings.
+    """
+
+    __tablename__ = "price_versions"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    provider: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(Text)  # the public model name
+    upstream_model: Mapped[str] = mapped_column(Text)
+    effective_from: Mapped[dt.date] = mapped_column(Date)
+    list_input: Mapped[Decimal] = mapped_column(Money)
+    list_cached_input: Mapped[Decimal | None] = mapped_column(Money)
+    list_cache_write: Mapped[Decimal | None] = mapped_column(Money)
+    list_output: Mapped[Decimal] = mapped_column(Money)
+    list_reasoning: Mapped[Decimal | None] = mapped_column(Money)
+    list_tiers: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, server_default=text("'[]'::jsonb")
+    )
+    billing_rule: Mapped[str] = mapped_column(Text)  # "multiplier" | "price_table"
+    billing_currency: Mapped[str] = mapped_column(Text)
+    fx_per_usd: Mapped[Decimal] = mapped_column(Money)
+    multiplier: Mapped[Decimal | None] = mapped_column(Money)
+    billed_input: Mapped[Decimal] = mapped_column(Money)
+    billed_cached_input: Mapped[Decimal | None] = mapped_column(Money)
+    billed_cache_write: Mapped[Decimal | None] = mapped_column(Money)
+    billed_output: Mapped[Decimal] = mapped_column(Money)
+    billed_reasoning: Mapped[Decimal | None] = mapped_column(Money)
+    billed_tiers: Mapped[list[dict[str, Any]]] = mapped_column(
+        JSONB, server_default=text("'[]'::jsonb")
+    )
+    created_at: Mapped[dt.datetime] = _now()
+
+    __table_args__ = (
+        CheckConstraint(_in("billing_rule", ("multiplier", "price_table")), name="billing_rule"),
+        Index("ix_price_versions_provider_model", "provider", "model", "effective_from"),
+    )
+
+
+class ProviderBilling(Base):
+    """A provider's billing rule as last synced from the config (history is in price_versions)."""
+
+    __tablename__ = "provider_billing"
+
+    provider: Mapped[str] = mapped_column(Text, primary_key=True)
+    currency: Mapped[str] = mapped_column(Text)
+    fx_per_usd: Mapped[Decimal] = mapped_column(Money)
+    multiplier: Mapped[Decimal] = mapped_column(Money)
+    # upstream model id -> prices in `currency` (decimal strings), as in the config
+    price_table: Mapped[dict[str, Any]] = mapped_column(
+        JSONB, server_default=text("'{}'::jsonb")
+    )
+    updated_at: Mapped[dt.datetime] = _now()
+
+
+class Team(Base):
+    __tablename__ = "teams"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    name: Mapped[str] = mapped_column(Text, unique=True)
+    created_at: Mapped[dt.datetime] = _now()
+
+
+class App(Base):
+    __tablename__ = "apps"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    name: Mapped[str] = mapped_column(Text, unique=True)
+    team_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("teams.id"))
+    created_at: Mapped[dt.datetime] = _now()
+
+
+class ApiKey(Base):
+    """A gateway key: only its hash is stored; the key itself is shown once at creation."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    app_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("apps.id"))
+    key_hash: Mapped[str] = mapped_column(Text, unique=True)
+    prefix: Mapped[str] = mapped_column(Text)  # the first characters, to tell keys apart
+    created_at: Mapped[dt.datetime] = _now()
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class RoutingChange(Base):
+    """The audit trail of live routing updates (written by `db.routing_audit`)."""
+
+    __tablename__ = "routing_changes"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    changed_at: Mapped[dt.datetime] = _now()
+    actor: Mapped[str] = mapped_column(Text)
+    app_name: Mapped[str] = mapped_column(Text)  # the Serve application
+    alias: Mapped[str | None] = mapped_column(Text)
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    note: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_routing_changes_changed_at", "changed_at"),)
