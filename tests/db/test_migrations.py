@@ -1,0 +1,80 @@
+"""Migrations build exactly the models' schema, on an empty database, and undo cleanly."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import inspect, make_url
+
+from db.engine import libpq_url, make_engine
+from db.migrate import current_revision, downgrade, head_revision, upgrade
+from db.models import REQUEST_STATUSES, USAGE_SOURCES, Base
+from gateway.usage_record import RequestStatus, UsageSource
+
+
+@pytest.fixture
+def empty_database(database_url: str) -> Iterator[str]:
+    """A new, empty database on the same server as the session's test database."""
+    name = f"costgate_mig_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield make_url(database_url).set(database=name).render_as_string(hide_password=False)
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _tables(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_creates_every_model_table_on_an_empty_database(empty_database: str) -> None:
+    assert current_revision(empty_database) is None
+    upgrade(empty_database)
+    assert current_revision(empty_database) == head_revision()
+    assert set(Base.metadata.tables) <= _tables(empty_database)
+
+
+def test_downgrade_to_base_removes_every_table_and_upgrade_works_again(
+    empty_database: str,
+) -> None:
+    upgrade(empty_database)
+    downgrade(empty_database, "base")
+    assert _tables(empty_database) <= {"alembic_version"}
+    assert current_revision(empty_database) is None
+    upgrade(empty_database)
+    assert current_revision(empty_database) == head_revision()
+
+
+def test_upgrade_twice_is_a_no_op(empty_database: str) -> None:
+    upgrade(empty_database)
+    upgrade(empty_database)
+    assert current_revision(empty_database) == head_revision()
+
+
+def test_autogenerate_finds_no_difference_between_models_and_migrations(
+    database_url: str,
+) -> None:
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(
+                conn, opts={"compare_type": True, "compare_server_default": True}
+            )
+            diff = compare_metadata(context, Base.metadata)
+    finally:
+        engine.dispose()
+    assert diff == []
+
+
+def test_check_constraints_allow_exactly_the_record_vocabularies() -> None:
+    assert set(REQUEST_STATUSES) == {s.value for s in RequestStatus}
+    assert set(USAGE_SOURCES) == {s.value for s in UsageSource}
