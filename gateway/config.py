@@ -200,9 +200,7 @@ class Config(_Strict):
                 if fb not in known:
                     raise ValueError(f"aliases.{alias_name}.fallbacks: unknown model {fb!r}")
             if alias.baseline is not None and alias.baseline not in known:
-                raise ValueError(
-                    f"aliases.{alias_name}.baseline: unknown model {alias.baseline!r}"
-                )
+                raise ValueError(f"aliases.{alias_name}.baseline: unknown model {alias.baseline!r}")
         return self
 
     # lookups used on the request path, built once per (immutable) config
