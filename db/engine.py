@@ -8,6 +8,8 @@ PostgreSQL through psycopg 3: there is no SQLite branch.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine
@@ -44,3 +46,17 @@ def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     """A SQLAlchemy engine; `pool_pre_ping` so a restarted server costs one retry, not an error."""
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(normalize_url(url or database_url()), **kwargs)
+
+
+@contextmanager
+def engine_scope(engine_or_url: Engine | str | None = None) -> Iterator[Engine]:
+    """Use a caller's engine as is, or make one for a URL (or the default database) and
+    dispose of it afterwards: the store functions accept either."""
+    if isinstance(engine_or_url, Engine):
+        yield engine_or_url
+        return
+    engine = make_engine(engine_or_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
