@@ -17,22 +17,13 @@ from typing import Any
 import httpx
 
 from gateway.config import Config, Model, Provider
-
-# Reasons, a bounded vocabulary shared with retry_policy, metrics and the ledger.
-RATE_LIMITED = "rate_limited"
-UPSTREAM_5XX = "upstream_5xx"
-UPSTREAM_4XX = "upstream_4xx"
-UPSTREAM_AUTH = "upstream_auth"
-TIMEOUT = "timeout"
-CONNECT_ERROR = "connect_error"
-RESET = "reset"
-MALFORMED = "malformed"
+from gateway.retry_policy import FailureReason, Verdict, classify, parse_retry_after
 
 
 class UpstreamFailure(Exception):
     def __init__(
         self,
-        reason: str,
+        verdict: Verdict,
         message: str,
         *,
         status: int | None = None,
@@ -40,11 +31,15 @@ class UpstreamFailure(Exception):
         error_body: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
-        self.reason = reason
+        self.verdict = verdict
         self.message = message
         self.status = status
         self.retry_after = retry_after
         self.error_body = error_body  # an upstream 4xx body, scrubbed, to pass on
+
+    @property
+    def reason(self) -> str:
+        return self.verdict.reason.value
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,58 +55,48 @@ def _scrub(text: str, provider: Provider) -> str:
     return text
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: rare from LLM providers; the backoff applies instead
-
-
 def failure_from_status(
     response: httpx.Response, content: bytes, provider: Provider
 ) -> UpstreamFailure:
     status = response.status_code
+    verdict = classify(status) or classify(500)
+    assert verdict is not None
     where = f"{provider.name} answered HTTP {status}"
-    if status == 429:
-        return UpstreamFailure(
-            RATE_LIMITED,
-            f"{where} (rate limited)",
-            status=status,
-            retry_after=_retry_after(response),
-        )
-    if status >= 500:
-        return UpstreamFailure(UPSTREAM_5XX, where, status=status)
-    if status in (401, 403):
+    if verdict.reason is FailureReason.UPSTREAM_AUTH:
         # our provider key is wrong: the app cannot fix that, and the text may quote the key
-        return UpstreamFailure(
-            UPSTREAM_AUTH,
-            f"{where}: the gateway's provider credentials were rejected",
-            status=status,
-        )
+        where += ": the gateway's provider credentials were rejected"
+        return UpstreamFailure(verdict, where, status=status)
+    retry_after = parse_retry_after(response.headers.get("retry-after"))
     error_body = None
-    try:
-        parsed = json.loads(_scrub(content.decode("utf-8", "replace"), provider))
-        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-            error_body = {"error": parsed["error"]}
-    except ValueError:
-        pass
-    return UpstreamFailure(UPSTREAM_4XX, where, status=status, error_body=error_body)
+    if 400 <= status < 500 and status != 429:
+        try:
+            parsed = json.loads(_scrub(content.decode("utf-8", "replace"), provider))
+            if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+                error_body = {"error": parsed["error"]}
+        except ValueError:
+            pass
+    return UpstreamFailure(
+        verdict, where, status=status, retry_after=retry_after, error_body=error_body
+    )
 
 
-def failure_from_exception(err: Exception, provider: Provider) -> UpstreamFailure:
-    name = provider.name
-    if isinstance(err, httpx.TimeoutException | TimeoutError):
-        if isinstance(err, httpx.ConnectTimeout):
-            return UpstreamFailure(CONNECT_ERROR, f"connecting to {name} timed out")
-        return UpstreamFailure(TIMEOUT, f"{name} did not answer in time")
-    if isinstance(err, httpx.ConnectError):
-        return UpstreamFailure(CONNECT_ERROR, f"cannot connect to {name}")
-    if isinstance(err, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
-        return UpstreamFailure(RESET, f"{name} closed the connection")
-    return UpstreamFailure(RESET, f"the call to {name} failed ({type(err).__name__})")
+_EXCEPTION_WORDS = {
+    FailureReason.TIMEOUT: "did not answer in time",
+    FailureReason.CONNECT_ERROR: "could not be reached",
+    FailureReason.RESET: "closed the connection",
+}
+
+
+def failure_from_exception(err: BaseException, provider: Provider) -> UpstreamFailure:
+    verdict = classify(err)
+    assert verdict is not None
+    words = _EXCEPTION_WORDS.get(verdict.reason, f"failed ({type(err).__name__})")
+    return UpstreamFailure(verdict, f"{provider.name} {words}")
+
+
+def malformed(provider: Provider, what: str) -> UpstreamFailure:
+    verdict = Verdict(FailureReason.MALFORMED, retryable=False, affects_health=True)
+    return UpstreamFailure(verdict, f"{provider.name} sent {what}", status=200)
 
 
 class UpstreamClient:
@@ -160,11 +145,9 @@ class UpstreamClient:
         try:
             parsed = json.loads(content)
         except ValueError:
-            raise UpstreamFailure(
-                MALFORMED, f"{provider.name} sent a body that is not JSON", status=200
-            ) from None
+            raise malformed(provider, "a body that is not JSON") from None
         if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
-            raise UpstreamFailure(MALFORMED, f"{provider.name} sent no completion", status=200)
+            raise malformed(provider, "no completion")
         return UpstreamReply(body=parsed, latency_ms=latency_ms)
 
     async def open_stream(self, model: Model, body: dict[str, Any]) -> httpx.Response:

@@ -1,0 +1,137 @@
+"""`costgate up`, `costgate down`, `costgate serve-config` and `costgate demo`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway.config import ConfigError, default_config_path, load_config
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="costgate YAML (default: $COSTGATE_CONFIG or config/costgate.example.yaml)",
+    )
+
+
+def register(sub: Any) -> None:
+    up = sub.add_parser("up", help="start Ray (if needed), deploy the gateway, wait until ready")
+    _common(up)
+    up.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for ready")
+    up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop the gateway and the Ray head that `up` started")
+    _common(down)
+    down.add_argument(
+        "--keep-db", action="store_true", help="leave the embedded PostgreSQL running"
+    )
+    down.set_defaults(func=cmd_down)
+
+    sc = sub.add_parser("serve-config", help="print the generated declarative Serve config")
+    _common(sc)
+    sc.set_defaults(func=cmd_serve_config)
+
+    demo = sub.add_parser("demo", help="sim, gateway, traffic and dashboard, in the foreground")
+    _common(demo)
+    demo.add_argument("--requests", type=int, default=5000, help="traffic bound (requests)")
+    demo.add_argument("--duration", type=float, default=3600.0, help="traffic bound (seconds)")
+    demo.add_argument("--no-traffic", action="store_true", help="start everything but traffic")
+    demo.set_defaults(func=cmd_demo)
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Path]:
+    path = (args.config or default_config_path()).resolve()
+    try:
+        return load_config(path), path
+    except ConfigError as err:
+        print(f"costgate: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _state_dir() -> Path:
+    from db.embedded import state_dir
+
+    return state_dir()
+
+
+def prepare_database() -> str:
+    """The ledger's URL, migrated and with the config's prices synced."""
+    from db.engine import database_url
+    from db.migrate import upgrade
+
+    url = database_url()
+    upgrade(url)
+    return url
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from db.price_sync import sync_prices
+    from gateway.ray_cluster import (
+        ClusterError,
+        ClusterPaths,
+        deploy,
+        gateway_url,
+        start_head,
+        wait_ready,
+    )
+
+    cfg, path = _load(args)
+    t0 = time.monotonic()
+    state = _state_dir()
+    url = prepare_database()
+    sync_prices(url, cfg)
+    env = dict(os.environ)
+    env["DATABASE_URL"] = url
+    env["COSTGATE_STATE_DIR"] = str(state)
+    paths = ClusterPaths(state)
+    try:
+        started = start_head(cfg, paths, env)
+        print(
+            f"Ray head {'started' if started else 'already running'} "
+            f"(dashboard http://127.0.0.1:{cfg.gateway.ray.dashboard_port})"
+        )
+        deploy(cfg, config_path=path, state_dir=state)
+        wait_ready(cfg, timeout_s=args.timeout)
+    except ClusterError as err:
+        print(f"costgate up: {err}", file=sys.stderr)
+        return 1
+    print(f"gateway ready at {gateway_url(cfg)}/v1 in {time.monotonic() - t0:.1f} s")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from db.embedded import stop_embedded
+    from gateway.ray_cluster import ClusterPaths, shutdown_serve, started_by_us, stop_head
+
+    cfg, _ = _load(args)
+    paths = ClusterPaths(_state_dir())
+    shutdown_serve(cfg)
+    if started_by_us(paths) or paths.temp_dir.exists():
+        n = stop_head(paths)
+        print(f"stopped the Ray head ({n} processes)")
+    if not args.keep_db and not os.environ.get("DATABASE_URL") and stop_embedded():
+        print("stopped the embedded PostgreSQL")
+    return 0
+
+
+def cmd_serve_config(args: argparse.Namespace) -> int:
+    from gateway.serve_config import serve_config
+
+    cfg, path = _load(args)
+    print(json.dumps(serve_config(cfg, config_path=path, state_dir=_state_dir()), indent=2))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gateway.demo import run_demo
+
+    cfg, path = _load(args)
+    return run_demo(cfg, path, args)

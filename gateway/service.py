@@ -1,0 +1,658 @@
+"""One replica's gateway: auth, routing, the upstream call with retries and fallbacks,
+and the ledger record, for every chat completion.
+
+This is plain asyncio with no Ray in it, so the same object serves the Serve ingress
+(`gateway.ingress`) and a plain uvicorn app in tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import httpx
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from gateway.auth import Caller, KeyRing
+from gateway.chat_request import ChatRequest, parse_json_body, upstream_body, validate_chat_request
+from gateway.circuit_breaker import BreakerBoard
+from gateway.config import Config, Model
+from gateway.latency_tracker import LatencyTracker
+from gateway.openai_errors import OpenAIError
+from gateway.pricing import PriceCatalog, PriceUnavailable
+from gateway.rate_limits import RateLimiter
+from gateway.retry_policy import FailureReason, NextStep, decide_next
+from gateway.routing_policy import (
+    Health,
+    RouteHeaderError,
+    RouteOverrides,
+    RoutePlan,
+    RouteRefusal,
+    effective_prices,
+    plan_route,
+)
+from gateway.routing_settings import RoutingSettings, parse_routing, routing_from_config
+from gateway.sse import MalformedChunk, SSEDecoder, StreamTally, encode_event, rewrite_chunk
+from gateway.upstream import UpstreamClient, UpstreamFailure, failure_from_exception, malformed
+from gateway.usage_accounting import Accounted, account, completion_text
+from gateway.usage_record import RequestStatus, UsageRecord, UsageSource
+
+log = logging.getLogger("costgate.gateway")
+
+MODEL_HEADER = "x-costgate-model"
+PROVIDER_HEADER = "x-costgate-provider"
+REQUEST_ID_HEADER = "x-request-id"
+
+
+class RecordSink:
+    """Where finished records go: the ledger writer and the metrics, both non-blocking."""
+
+    def __init__(
+        self,
+        submit: Callable[[UsageRecord], None] | None = None,
+        observe: Callable[[UsageRecord], None] | None = None,
+    ) -> None:
+        self._submit = submit
+        self._observe = observe
+
+    def __call__(self, record: UsageRecord) -> None:
+        if self._submit is not None:
+            self._submit(record)
+        if self._observe is not None:
+            self._observe(record)
+
+
+class AttemptHooks:
+    """What the request path tells the metrics about each upstream attempt."""
+
+    def attempt(self, model: str, provider: str, outcome: str) -> None: ...
+    def retry(self, model: str, provider: str, reason: str) -> None: ...
+    def fallback(self, from_model: str, to_model: str) -> None: ...
+    def breaker(self, provider: str, model: str, state: int) -> None: ...
+    def inflight(self, delta: int) -> None: ...
+
+
+@dataclasses.dataclass(slots=True)
+class Exchange:
+    """The state of one client request as it moves through the gateway."""
+
+    request_id: uuid.UUID
+    started: float
+    started_at: dt.datetime
+    caller: Caller
+    requested: str
+    stream: bool = False
+    request: ChatRequest | None = None
+    plan: RoutePlan | None = None
+    model: Model | None = None
+    attempts: int = 0
+    path: list[str] = dataclasses.field(default_factory=list)
+    upstream_ms: int | None = None
+    ttft_ms: int | None = None
+    relay_started: bool = False
+
+
+class RelayResponse(StreamingResponse):
+    """A stream whose clean-up runs even if the client leaves before it starts.
+
+    An async generator that never started never runs its `finally`, which would leave
+    the upstream connection open and the request unrecorded.
+    """
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        *,
+        started: Callable[[], bool],
+        on_abandon: Callable[[], None],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(content, **kwargs)
+        self._started = started
+        self._on_abandon = on_abandon
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self._started():
+                self._on_abandon()
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class GatewayService:
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        sink: RecordSink | None = None,
+        hooks: AttemptHooks | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        keyring: KeyRing | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.catalog = PriceCatalog.from_config(cfg)
+        self.prices = effective_prices(cfg)
+        self.routing: RoutingSettings = routing_from_config(cfg)
+        self.upstream = UpstreamClient(cfg, transport=transport)
+        self.sink = sink or RecordSink()
+        self.hooks = hooks or AttemptHooks()
+        self.keys = keyring or KeyRing(
+            require_keys=cfg.gateway.require_keys,
+            static_key_envs=cfg.gateway.static_key_envs,
+        )
+        self.breakers = BreakerBoard(self.routing.breaker)
+        self.latency = LatencyTracker()
+        self.limits = RateLimiter()
+        self.limits.update_caps(self.routing.caps)
+        self.rng = rng or random.Random()
+        self.ready = True
+
+    # -- live configuration -------------------------------------------------------------
+
+    def apply_user_config(self, user_config: Mapping[str, Any] | None) -> RoutingSettings:
+        """Validate first, then swap one reference: requests in flight keep the old plan."""
+        settings = parse_routing(dict(user_config) if user_config else None, self.cfg)
+        self.breakers.update_settings(settings.breaker)
+        self.limits.update_caps(settings.caps)
+        self.routing = settings
+        return settings
+
+    # -- routes ---------------------------------------------------------------------------
+
+    def list_models(self) -> dict[str, Any]:
+        created = 1_767_225_600  # 2026-01-01: OpenAI's list needs a number
+        data = []
+        for m in self.cfg.models:
+            entry: dict[str, Any] = {
+                "id": m.name,
+                "object": "model",
+                "created": created,
+                "owned_by": m.provider,
+            }
+            entry.update(self._price_info(m.name))
+            data.append(entry)
+        for name, alias in self.cfg.aliases.items():
+            weights = self.routing.weights_for(name, self.cfg)
+            data.append(
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "costgate",
+                    "costgate_alias": {
+                        "description": alias.description,
+                        "weights": {k: str(v) for k, v in weights.items()},
+                        "baseline": alias.baseline,
+                    },
+                }
+            )
+        return {"object": "list", "data": data}
+
+    def _price_info(self, model: str) -> dict[str, Any]:
+        version = self.catalog.version(model)
+        if version is None:
+            return {}
+
+        def rates(r: Any) -> dict[str, str | None]:
+            return {
+                name: None if getattr(r, name) is None else str(getattr(r, name))
+                for name in ("input", "cached_input", "cache_write", "output", "reasoning")
+            }
+
+        return {
+            "costgate_pricing": {
+                "unit": "per 1M tokens",
+                "list_usd": rates(version.list_rates),
+                "actual_usd": rates(version.billed_usd_per_mtok()),
+                "billing_currency": version.billing_currency,
+                "actual": rates(version.billed_rates),
+                "effective_from": version.effective_from.isoformat(),
+                "price_version_id": str(version.id),
+            }
+        }
+
+    async def chat(self, request: Request) -> Response:
+        started, started_at = time.perf_counter(), _utcnow()
+        try:
+            caller = self.keys.identify(request.headers.get("authorization"))
+        except OpenAIError as err:
+            # no record: an unauthenticated caller must not be able to fill the ledger
+            return json_error(err)
+        ex = Exchange(
+            request_id=uuid.uuid4(),
+            started=started,
+            started_at=started_at,
+            caller=caller,
+            requested="",
+        )
+        self.hooks.inflight(1)
+        streaming = False
+        try:
+            try:
+                response = await self._chat(request, ex)
+            except OpenAIError as err:
+                self._finish_error(ex, err)
+                return self._error_response(ex, err)
+            streaming = isinstance(response, StreamingResponse)
+            return response
+        finally:
+            if not streaming:
+                self.hooks.inflight(-1)
+
+    async def _chat(self, request: Request, ex: Exchange) -> Response:
+        declared = request.headers.get("content-length")
+        limit = self.cfg.gateway.max_body_bytes
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise OpenAIError(
+                413,
+                f"Request body is {declared} bytes; the limit is {limit} bytes.",
+                code="request_too_large",
+            )
+        req = validate_chat_request(parse_json_body(await request.body(), limit))
+        ex.request, ex.requested, ex.stream = req, req.model, req.stream
+        ex.plan = self._plan(req.model, request.headers)
+        if req.stream:
+            return await self._open_stream(ex)
+        return await self._complete(ex)
+
+    def _plan(self, requested: str, headers: Mapping[str, str]) -> RoutePlan:
+        try:
+            overrides = RouteOverrides.from_headers(headers)
+        except RouteHeaderError as err:
+            raise OpenAIError(400, str(err), param=err.header, code="invalid_header") from None
+        latency: dict[str, float] = {}
+        if overrides.priority is not None:
+            for name in self.cfg.models_by_name:
+                figure = self.latency.figures(name).latency_s
+                if figure is not None:
+                    latency[name] = figure
+        health = Health(
+            unavailable={model: wait for (_, model), wait in self.breakers.unavailable().items()},
+            capped=self.limits.at_cap(),
+            latency_s=latency,
+        )
+        plan = plan_route(
+            requested, self.cfg, self.routing, health, self.prices, self.rng, overrides
+        )
+        if isinstance(plan, RouteRefusal):
+            headers_out = {}
+            if plan.retry_after_header is not None:
+                headers_out["retry-after"] = plan.retry_after_header
+            raise OpenAIError(
+                plan.status,
+                plan.message,
+                code=plan.reason,
+                param=plan.param,
+                headers=headers_out,
+            )
+        return plan
+
+    # -- the attempt loop -----------------------------------------------------------------
+
+    async def _attempts(self, ex: Exchange, call: Callable[[Model], Any]) -> Any:
+        """Try the plan's models in order, retrying each as the retry policy says."""
+        assert ex.plan is not None
+        models = ex.plan.models
+        retry = self.routing.retries
+        last: UpstreamFailure | None = None
+        for index, name in enumerate(models):
+            model = self.cfg.models_by_name[name]
+            breaker = self.breakers.get(model.provider, name)
+            on_model = 0
+            if ex.path and ex.path[-1] != name:
+                self.hooks.fallback(ex.path[-1], name)
+            while True:
+                if not breaker.allow():
+                    break  # open, or its one half-open probe is out: the next model
+                ex.attempts += 1
+                on_model += 1
+                ex.path.append(name)
+                ex.model = model
+                self.limits.record_request(name)
+                started = time.perf_counter()
+                try:
+                    result = await call(model)
+                except UpstreamFailure as failure:
+                    last = failure
+                    if failure.verdict.affects_health:
+                        breaker.record_failure()
+                    else:
+                        breaker.release()
+                    self.hooks.attempt(name, model.provider, failure.reason)
+                    self.hooks.breaker(model.provider, name, int(breaker.state))
+                    step = decide_next(
+                        failure.verdict,
+                        attempts_made=ex.attempts,
+                        attempts_on_model=on_model,
+                        models_left=len(models) - index - 1,
+                        retry_after=failure.retry_after,
+                        client_has_bytes=False,
+                        rng=self.rng,
+                        settings=retry,
+                    )
+                    if step.step is NextStep.RETRY_SAME:
+                        self.hooks.retry(name, model.provider, failure.reason)
+                        await asyncio.sleep(step.delay_s)
+                        continue
+                    if step.step is NextStep.NEXT_MODEL:
+                        break
+                    raise self._client_error(failure) from None
+                except BaseException:
+                    breaker.release()  # cancelled: neither a success nor the upstream's fault
+                    raise
+                breaker.record_success()
+                self.hooks.attempt(name, model.provider, "ok")
+                self.hooks.breaker(model.provider, name, int(breaker.state))
+                elapsed = time.perf_counter() - started
+                ex.upstream_ms = int(elapsed * 1000)
+                return result
+        if last is not None:
+            raise self._client_error(last)
+        raise OpenAIError(
+            503,
+            f"No upstream for {ex.requested!r} is available right now "
+            "(circuit breakers open); retry shortly.",
+            code="upstream_unavailable",
+            headers={"retry-after": "5"},
+        )
+
+    def _client_error(self, failure: UpstreamFailure) -> OpenAIError:
+        reason = failure.verdict.reason
+        if failure.error_body is not None and failure.status and 400 <= failure.status < 500:
+            err = failure.error_body["error"]
+            return OpenAIError(
+                failure.status,
+                str(err.get("message") or failure.message),
+                code=err.get("code") if isinstance(err.get("code"), str) else reason.value,
+                param=err.get("param") if isinstance(err.get("param"), str) else None,
+                type_=err.get("type") if isinstance(err.get("type"), str) else None,
+            )
+        if reason is FailureReason.RATE_LIMITED:
+            wait = max(1, int(failure.retry_after or 1))
+            return OpenAIError(
+                429,
+                f"Upstream rate limit: {failure.message}. Retry after {wait} s.",
+                code=reason.value,
+                headers={"retry-after": str(wait)},
+            )
+        if reason is FailureReason.TIMEOUT:
+            return OpenAIError(504, f"Upstream timed out: {failure.message}.", code=reason.value)
+        return OpenAIError(502, f"Upstream error: {failure.message}.", code=reason.value)
+
+    # -- non-streaming --------------------------------------------------------------------
+
+    async def _complete(self, ex: Exchange) -> Response:
+        assert ex.request is not None
+        req = ex.request
+
+        async def call(model: Model) -> Any:
+            return await self.upstream.complete(model, upstream_body(req, model.upstream_model))
+
+        reply = await self._attempts(ex, call)
+        body = reply.body
+        body["model"] = ex.requested
+        accounted = account(
+            body.get("usage"),
+            messages=req.body.get("messages"),
+            completion=completion_text(body),
+            model=ex.model.upstream_model if ex.model else None,
+        )
+        self._finish(ex, RequestStatus.OK, 200, None, accounted)
+        return JSONResponse(body, headers=self._headers(ex))
+
+    # -- streaming ------------------------------------------------------------------------
+
+    async def _open_stream(self, ex: Exchange) -> Response:
+        assert ex.request is not None
+        req = ex.request
+
+        async def call(model: Model) -> tuple[httpx.Response, AsyncIterator[bytes], list[bytes]]:
+            response = await self.upstream.open_stream(
+                model, upstream_body(req, model.upstream_model)
+            )
+            provider = self.cfg.provider(model.provider)
+            # Read up to the first event before answering 200: until a byte reaches the
+            # client, a reset or a broken first chunk can still be retried elsewhere.
+            raw = response.aiter_raw()
+            decoder = SSEDecoder()
+            first: list[bytes] = []
+            try:
+                while not first:
+                    chunk = await anext(raw)
+                    first.extend(decoder.feed(chunk))
+            except StopAsyncIteration:
+                await response.aclose()
+                raise malformed(provider, "an empty stream") from None
+            except UpstreamFailure:
+                await response.aclose()
+                raise
+            except Exception as err:  # noqa: BLE001 - classified for the retry policy
+                await response.aclose()
+                raise failure_from_exception(err, provider) from None
+            response.extensions["costgate_decoder"] = decoder
+            return response, raw, first
+
+        response, raw, first = await self._attempts(ex, call)
+        relay = self._relay(ex, response, raw, first)
+        return RelayResponse(
+            relay,
+            started=lambda: ex.relay_started,
+            on_abandon=lambda: self._abandon(ex, response),
+            media_type="text/event-stream",
+            headers=self._headers(ex) | {"cache-control": "no-cache"},
+        )
+
+    def _abandon(self, ex: Exchange, response: httpx.Response) -> None:
+        """The client left before the relay started: close upstream, record the request."""
+        self.hooks.inflight(-1)
+        self._finish(
+            ex,
+            RequestStatus.CANCELLED,
+            200,
+            "client_disconnected",
+            account(
+                None,
+                messages=ex.request.body.get("messages") if ex.request else None,
+                completion="",
+            ),
+        )
+        asyncio.get_running_loop().create_task(response.aclose())
+
+    async def _relay(
+        self,
+        ex: Exchange,
+        response: httpx.Response,
+        raw: AsyncIterator[bytes],
+        first: list[bytes],
+    ) -> AsyncIterator[bytes]:
+        assert ex.request is not None and ex.model is not None
+        ex.relay_started = True
+        req, model = ex.request, ex.model
+        decoder: SSEDecoder = response.extensions["costgate_decoder"]
+        tally = StreamTally()
+        status, http_status, error_class = RequestStatus.CANCELLED, 200, "client_disconnected"
+        try:
+            pending = first
+            while True:
+                for payload in pending:
+                    out = rewrite_chunk(
+                        payload,
+                        public_model=ex.requested,
+                        tally=tally,
+                        include_usage=req.include_usage,
+                    )
+                    if out is not None:
+                        if ex.ttft_ms is None:
+                            ex.ttft_ms = int((time.perf_counter() - ex.started) * 1000)
+                        yield out
+                try:
+                    chunk = await anext(raw)
+                except StopAsyncIteration:
+                    pending = list(decoder.flush())
+                    if not pending:
+                        break
+                    continue
+                pending = list(decoder.feed(chunk))
+            if tally.finished:
+                status, error_class = RequestStatus.OK, None
+            else:
+                status, http_status = RequestStatus.UPSTREAM_ERROR, 502
+                error_class = FailureReason.RESET.value
+                yield self._stream_error("the upstream stream ended early")
+        except MalformedChunk:
+            status, http_status = RequestStatus.UPSTREAM_ERROR, 502
+            error_class = FailureReason.MALFORMED.value
+            yield self._stream_error("the upstream sent a malformed chunk")
+        except (httpx.HTTPError, OSError) as err:
+            failure = failure_from_exception(err, self.cfg.provider(model.provider))
+            status, http_status, error_class = RequestStatus.UPSTREAM_ERROR, 502, failure.reason
+            yield self._stream_error(f"upstream stream failed: {failure.message}")
+        finally:
+            # Runs on client disconnect too (CancelledError at a yield): record what was
+            # relayed so far, without awaiting the database.
+            self.hooks.inflight(-1)
+            reported = tally.usage if status is RequestStatus.OK else None
+            accounted = account(
+                reported or tally.usage,
+                messages=req.body.get("messages"),
+                completion=tally.text(),
+                model=model.upstream_model,
+            )
+            if status is not RequestStatus.OK and accounted.source is UsageSource.PROVIDER:
+                accounted = account(
+                    None,
+                    messages=req.body.get("messages"),
+                    completion=tally.text(),
+                    model=model.upstream_model,
+                )
+            self._finish(ex, status, http_status, error_class, accounted)
+            await response.aclose()
+
+    @staticmethod
+    def _stream_error(message: str) -> bytes:
+        return encode_event(
+            {"error": {"message": message, "type": "upstream_error", "param": None, "code": None}}
+        )
+
+    # -- responses and records --------------------------------------------------------------
+
+    def _headers(self, ex: Exchange) -> dict[str, str]:
+        headers = {REQUEST_ID_HEADER: str(ex.request_id)}
+        if ex.model is not None:
+            headers[MODEL_HEADER] = ex.model.name
+            headers[PROVIDER_HEADER] = ex.model.provider
+        return headers
+
+    def _error_response(self, ex: Exchange, err: OpenAIError) -> Response:
+        headers = {REQUEST_ID_HEADER: str(ex.request_id)} | err.headers
+        if ex.model is not None:
+            headers[MODEL_HEADER] = ex.model.name
+        return Response(
+            err.body_bytes(), status_code=err.status, headers=headers, media_type="application/json"
+        )
+
+    def _finish_error(self, ex: Exchange, err: OpenAIError) -> None:
+        status = RequestStatus.CLIENT_ERROR if err.status < 500 else RequestStatus.UPSTREAM_ERROR
+        if err.status == 429 and ex.attempts:
+            status = RequestStatus.UPSTREAM_ERROR
+        self._finish(ex, status, err.status, err.code, Accounted(None, UsageSource.MISSING))
+
+    def _finish(
+        self,
+        ex: Exchange,
+        status: RequestStatus,
+        http_status: int,
+        error_class: str | None,
+        accounted: Accounted,
+    ) -> None:
+        try:
+            record = self._record(ex, status, http_status, error_class, accounted)
+        except Exception:  # noqa: BLE001 - a ledger bug must not fail the client's request
+            log.exception("could not build the usage record of %s", ex.request_id)
+            return
+        if ex.model is not None and status is RequestStatus.OK:
+            self.latency.observe(ex.model.name, record.latency_ms / 1000, _s(record.ttft_ms))
+            if accounted.usage is not None:
+                used = accounted.usage.prompt_tokens + accounted.usage.completion_tokens
+                self.limits.record_tokens(ex.model.name, used)
+        self.sink(record)
+
+    def _record(
+        self,
+        ex: Exchange,
+        status: RequestStatus,
+        http_status: int,
+        error_class: str | None,
+        accounted: Accounted,
+    ) -> UsageRecord:
+        alias = ex.requested if ex.requested in self.cfg.aliases else None
+        baseline = self.cfg.aliases[alias].baseline if alias else None
+        model = ex.model
+        priced = None
+        if model is not None and accounted.usage is not None and ex.attempts:
+            try:
+                priced = self.catalog.price(model.name, accounted.usage, baseline_model=baseline)
+            except PriceUnavailable:
+                priced = None  # an unpriced model: its cost stays unknown, never $0
+        usage = accounted.usage
+        ended_at = _utcnow()
+        return UsageRecord(
+            request_id=ex.request_id,
+            started_at=ex.started_at,
+            ended_at=ended_at,
+            app=ex.caller.app,
+            team=ex.caller.team,
+            key_id=ex.caller.key_id,
+            requested_model=ex.requested[:200],
+            alias=alias,
+            model=model.name if model else None,
+            provider=model.provider if model else None,
+            stream=ex.stream,
+            status=status,
+            http_status=http_status,
+            error_class=error_class,
+            prompt_tokens=usage.prompt_tokens if usage else None,
+            cached_prompt_tokens=usage.cached_prompt_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else None,
+            reasoning_tokens=usage.reasoning_tokens if usage else None,
+            usage_source=accounted.source if ex.attempts else UsageSource.MISSING,
+            latency_ms=int((time.perf_counter() - ex.started) * 1000),
+            ttft_ms=ex.ttft_ms,
+            upstream_latency_ms=ex.upstream_ms,
+            attempts=ex.attempts,
+            fallback_path=tuple(ex.path),
+            routing_policy=ex.plan.policy if ex.plan else None,
+            price_version_id=priced.price_version_id if priced else None,
+            billing_currency=priced.billing_currency if priced else None,
+            actual_cost=priced.actual_cost if priced else None,
+            actual_cost_usd=priced.actual_cost_usd if priced else None,
+            list_cost_usd=priced.list_cost_usd if priced else None,
+            baseline_model=baseline if priced else None,
+            baseline_cost_usd=priced.baseline_cost_usd if priced else None,
+        )
+
+    async def aclose(self) -> None:
+        self.keys.stop()
+        await self.upstream.aclose()
+
+
+def _s(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def json_error(err: OpenAIError) -> JSONResponse:
+    return JSONResponse(json.loads(err.body_bytes()), status_code=err.status, headers=err.headers)
