@@ -1,0 +1,107 @@
+"""The hub as a real detached Ray actor, fed by replicas in separate worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+
+from gateway.metrics import ReplicaMetrics, render_metrics
+from gateway.metrics_hub import HUB_NAMESPACE, hub_handle, hub_name
+from tests.metrics.exposition_reader import total
+from tests.metrics.records import make_record
+
+APP = "metrics-hub-test"
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    if ray.is_initialized():  # another fixture's cluster: use it, leave it running
+        yield
+        return
+    # a short path: Ray's Unix sockets live under it and have a length limit
+    temp_dir = tempfile.mkdtemp(prefix="cg-mhub-", dir="/tmp")
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _temp_dir=temp_dir,
+        namespace="metrics-hub-test",
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+        log_to_driver=False,
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@ray.remote(num_cpus=0)
+class ReplicaProcess:
+    """A stand-in for one ingress replica: its own process, its own ReplicaMetrics."""
+
+    async def start(self, replica_id: str) -> None:
+        self.metrics = ReplicaMetrics(replica_id, APP, push_interval_s=0.1)
+        await self.metrics.start()
+
+    def serve(self, n: int, cost: str) -> None:
+        from decimal import Decimal
+
+        for _ in range(n):
+            self.metrics.observe_request(make_record(actual_cost_usd=Decimal(cost)))
+        self.metrics.inflight_delta(1)
+
+    async def stop(self) -> None:
+        await self.metrics.close()
+
+
+async def _wait_for(name: str, want: float, **match: str) -> bytes:
+    text = b""
+    for _ in range(100):  # 10 s at most
+        text = await render_metrics(APP)
+        if total(text, name, **match) == want:
+            return text
+        await asyncio.sleep(0.1)
+    return text
+
+
+async def test_totals_span_replica_processes_and_outlive_a_killed_replica(ray_cluster):
+    replicas = [ReplicaProcess.remote() for _ in range(2)]
+    await asyncio.gather(*(r.start.remote(f"replica-{i}") for i, r in enumerate(replicas)))
+    await replicas[0].serve.remote(7, "0.10")
+    await replicas[1].serve.remote(5, "0.01")
+
+    text = await _wait_for("costgate_requests_total", 12)
+    assert total(text, "costgate_requests_total") == 12
+    assert total(text, "costgate_cost_usd_total") == pytest.approx(0.75)
+    assert total(text, "costgate_request_duration_seconds_count") == 12
+    assert total(text, "costgate_metrics_reporting_replicas") == 2
+
+    # one replica dies without a goodbye (as on SIGKILL or OOM): its counts stay
+    ray.kill(replicas[0])
+    await replicas[1].serve.remote(1, "0.01")
+    text = await _wait_for("costgate_requests_total", 13)
+    assert total(text, "costgate_requests_total") == 13
+    assert total(text, "costgate_cost_usd_total") == pytest.approx(0.76)
+
+    # the other shuts down gracefully: its gauges go at once, its counts stay
+    await replicas[1].stop.remote()
+    text = await render_metrics(APP)
+    assert total(text, "costgate_requests_total") == 13
+    assert total(text, "costgate_request_duration_seconds_count") == 13
+
+
+async def test_every_replica_finds_the_same_named_hub(ray_cluster):
+    await render_metrics(APP)
+    by_name = ray.get_actor(hub_name(APP), namespace=HUB_NAMESPACE)
+    ids = await asyncio.gather(*(asyncio.to_thread(hub_handle, APP) for _ in range(4)))
+    assert {h._actor_id for h in ids} == {by_name._actor_id}
