@@ -35,7 +35,6 @@ def ray_cluster() -> Iterator[None]:
         include_dashboard=False,
         _temp_dir=temp_dir,
         namespace="metrics-hub-test",
-        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
         log_to_driver=False,
     )
     try:
@@ -75,7 +74,9 @@ async def _wait_for(name: str, want: float, **match: str) -> bytes:
 
 
 async def test_totals_span_replica_processes_and_outlive_a_killed_replica(ray_cluster):
-    replicas = [ReplicaProcess.remote() for _ in range(2)]
+    # workers import this module by name: give them the repository on their path
+    env = {"env_vars": {"PYTHONPATH": str(REPO)}}
+    replicas = [ReplicaProcess.options(runtime_env=env).remote() for _ in range(2)]
     await asyncio.gather(*(r.start.remote(f"replica-{i}") for i, r in enumerate(replicas)))
     await replicas[0].serve.remote(7, "0.10")
     await replicas[1].serve.remote(5, "0.01")
