@@ -1,0 +1,100 @@
+"""A gateway without Ray: the same GatewayService and HTTP app, served by uvicorn in a
+thread, its records collected in a list. For request-path tests that need no replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from gateway.circuit_breaker import BreakerBoard
+from gateway.config import load_config
+from gateway.http_api import build_app
+from gateway.service import GatewayService, RecordSink
+from gateway.usage_record import UsageRecord
+from tests.fixtures.gateway import PROVIDER_SECRET, gateway_config
+
+PLAIN_PORT = 18050
+
+
+class PlainGateway:
+    def __init__(self, service: GatewayService, base_url: str) -> None:
+        self.service = service
+        self.base_url = base_url
+        self.records: list[UsageRecord] = []
+
+    def wait_records(self, n: int, timeout: float = 10.0) -> list[UsageRecord]:
+        deadline = time.monotonic() + timeout
+        while len(self.records) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return list(self.records)
+
+
+@pytest.fixture(scope="module")
+def plain_gateway(
+    sim_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PlainGateway]:
+    mp = pytest.MonkeyPatch()
+    for env in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "RELAY_API_KEY"):
+        mp.setenv(env, PROVIDER_SECRET)
+    path = gateway_config(
+        Path(sim_server.config_path),
+        tmp_path_factory.mktemp("plain") / "costgate.yaml",
+        require_keys=False,
+        max_body_bytes=64 * 1024,
+    )
+    cfg = load_config(path)
+    holder: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def serve() -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        gw: PlainGateway | None = None
+
+        def sink(record: UsageRecord) -> None:
+            assert gw is not None
+            gw.records.append(record)
+
+        service = GatewayService(cfg, sink=RecordSink(submit=sink))
+        gw = PlainGateway(service, f"http://127.0.0.1:{PLAIN_PORT}")
+        server = uvicorn.Server(
+            uvicorn.Config(build_app(service), host="127.0.0.1", port=PLAIN_PORT, log_level="error")
+        )
+        holder.update(gw=gw, server=server)
+        ready.set()
+        loop.run_until_complete(server.serve())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    ready.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{PLAIN_PORT}/healthz").status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    try:
+        yield holder["gw"]
+    finally:
+        holder["server"].should_exit = True
+        thread.join(10)
+        mp.undo()
+
+
+@pytest.fixture
+def gw(plain_gateway: PlainGateway, sim: Any) -> Iterator[PlainGateway]:
+    """The plain gateway with its records and the sim's faults cleared around a test."""
+    service = plain_gateway.service
+    service.breakers = BreakerBoard(service.routing.breaker)
+    plain_gateway.records.clear()
+    yield plain_gateway
+    plain_gateway.records.clear()
