@@ -1,0 +1,35 @@
+"""The dashboard's entry point (`costgate dashboard` runs it): sign-in, then routing.
+
+Pages live in dashboard/pages/, one file each, and share the sidebar rendered here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard.components import session, sidebar
+from dashboard.settings import load_settings
+
+PAGES = Path(__file__).resolve().parent / "pages"
+
+st.set_page_config(page_title="costgate", page_icon="💸", layout="wide")
+user = session.require_user()
+navigation = st.navigation(
+    {
+        "Finance": [
+            st.Page(PAGES / "overview.py", title="Overview", icon="📊", default=True),
+            st.Page(PAGES / "savings.py", title="Savings", icon="💰"),
+            st.Page(PAGES / "spend.py", title="Spend", icon="🧾"),
+            st.Page(PAGES / "export.py", title="Export", icon="⬇️"),
+        ],
+        "Ops": [
+            st.Page(PAGES / "latency_errors.py", title="Latency & errors", icon="⏱️"),
+            st.Page(PAGES / "routing.py", title="Routing", icon="🔀"),
+            st.Page(PAGES / "requests.py", title="Requests", icon="📜"),
+        ],
+    }
+)
+sidebar.render(user, load_settings().database_url)
+navigation.run()

@@ -1,0 +1,91 @@
+"""KPI tiles: a figure for the period against the previous period's."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import streamlit as st
+
+from dashboard.aggregations import Totals
+from dashboard.components.formatting import (
+    format_count,
+    format_ms,
+    format_pct,
+    format_rate,
+    format_usd,
+    relative_change,
+)
+
+
+def overview_tiles(
+    now: Totals, before: Totals, p95_now: float | None, p95_before: float | None
+) -> None:
+    row1 = st.columns(4)
+    row1[0].metric(
+        "Spend",
+        format_usd(now.spend_usd),
+        relative_change(now.spend_usd, before.spend_usd),
+        delta_color="inverse",
+        help="What the providers billed, in USD at the configured FX rates.",
+    )
+    row1[1].metric(
+        "List-price spend",
+        format_usd(now.list_spend_usd),
+        relative_change(now.list_spend_usd, before.list_spend_usd),
+        delta_color="off",
+        help="The same tokens at the official list prices.",
+    )
+    row1[2].metric(
+        "Savings",
+        format_usd(now.savings_usd),
+        relative_change(now.savings_usd, before.savings_usd),
+        help="List-price spend − spend. Negative when a provider bills above list.",
+    )
+    row1[3].metric(
+        "Savings %",
+        format_pct(now.savings_pct),
+        _points(now.savings_pct, before.savings_pct),
+        help="Savings as a share of list-price spend.",
+    )
+    row2 = st.columns(4)
+    row2[0].metric(
+        "Requests", format_count(now.requests), relative_change(now.requests, before.requests)
+    )
+    row2[1].metric(
+        "Tokens",
+        format_count(now.tokens),
+        relative_change(now.tokens, before.tokens),
+        help="Prompt + completion tokens.",
+    )
+    row2[2].metric(
+        "Error rate",
+        format_rate(now.error_rate),
+        _points(
+            None if now.error_rate is None else now.error_rate * 100,
+            None if before.error_rate is None else before.error_rate * 100,
+            places=2,
+        ),
+        delta_color="inverse",
+        help="Requests that did not end ok (client errors, upstream errors, cancellations).",
+    )
+    row2[3].metric(
+        "p95 latency",
+        format_ms(p95_now),
+        relative_change(p95_now, p95_before),
+        delta_color="inverse",
+        help="Successful requests, end to end through the gateway.",
+    )
+    if now.unknown_cost_requests:
+        st.caption(
+            f"{now.unknown_cost_requests:,} request(s) have unknown cost (the provider "
+            "reported no usage and it could not be estimated): they are left out of the "
+            "money figures, not counted as $0."
+        )
+
+
+def _points(
+    now: Decimal | float | None, before: Decimal | float | None, places: int = 1
+) -> str | None:
+    if now is None or before is None:
+        return None
+    return f"{float(now) - float(before):+.{places}f} pts vs previous period"

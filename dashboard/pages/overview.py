@@ -1,0 +1,53 @@
+"""Overview: the period's KPIs against the previous period; spend and savings over time."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import aggregations as agg
+from dashboard import queries
+from dashboard.components.charts import time_chart
+from dashboard.components.kpis import overview_tiles
+from dashboard.components.markers import routing_markers
+from dashboard.components.page import ledger_is_empty, refreshing, start_page
+
+ctx = start_page("Overview")
+
+
+def body() -> None:
+    if ledger_is_empty(ctx):
+        return
+    f = ctx.filters
+    both = queries.cube_with_previous(ctx.url, f)
+    now = agg.totals(agg.between(both, f.start_at, f.end_at))
+    before = agg.totals(agg.between(both, f.previous.start_at, f.previous.end_at))
+    overview_tiles(
+        now,
+        before,
+        queries.p95_latency_ms(ctx.url, f),
+        queries.p95_latency_ms(ctx.url, f.previous),
+    )
+    if now.requests == 0:
+        st.info("No requests match these filters in this period.")
+        return
+    freq = "h" if f.grain == "hour" else "D"
+    series = agg.over_time(agg.between(both, f.start_at, f.end_at), freq)
+    markers = routing_markers(ctx.url, ctx.settings.app_name, f)
+    left, right = st.columns(2)
+    left.plotly_chart(
+        time_chart(
+            series,
+            {"actual_cost_usd": "Spend", "list_cost_usd": "At list prices"},
+            "Spend over time",
+            "USD",
+            markers,
+        ),
+        width="stretch",
+    )
+    right.plotly_chart(
+        time_chart(series, {"savings_usd": "Savings"}, "Savings over time", "USD", markers, "bar"),
+        width="stretch",
+    )
+
+
+refreshing(body, ctx.settings)

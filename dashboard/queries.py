@@ -1,0 +1,240 @@
+"""Every SQL statement the dashboard runs, through SQLAlchemy, cached with a TTL.
+
+Aggregation happens in PostgreSQL (GROUP BY over an indexed time range, NUMERIC sums),
+so pages receive small frames however large the ledger is: the cube (see
+`dashboard.aggregations`), latency percentiles per model, one page of the request log.
+Results are cached for `CACHE_TTL_S` seconds per (database, filters); the pages refresh
+on a timer, so a new row shows up within that time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy import Engine, text
+
+from dashboard.aggregations import normalize_cube
+from dashboard.filters import Filters
+from db.engine import make_engine
+
+CACHE_TTL_S = 30
+REQUEST_LOG_LIMIT = 500
+
+_CUBE_SQL = """
+SELECT date_trunc(:grain, r.started_at AT TIME ZONE 'UTC') AS bucket,
+       r.app, r.team, r.key_id::text AS key_id, r.alias, r.model, r.provider,
+       r.status, r.error_class,
+       count(*) AS requests,
+       coalesce(sum(r.prompt_tokens), 0) AS prompt_tokens,
+       coalesce(sum(r.cached_prompt_tokens), 0) AS cached_prompt_tokens,
+       coalesce(sum(r.completion_tokens), 0) AS completion_tokens,
+       coalesce(sum(r.reasoning_tokens), 0) AS reasoning_tokens,
+       count(*) FILTER (
+           WHERE r.actual_cost_usd IS NULL AND r.status IN ('ok', 'cancelled')
+       ) AS unknown_cost_requests,
+       count(*) FILTER (WHERE r.usage_source = 'estimated') AS estimated_requests,
+       sum(r.actual_cost_usd) AS actual_cost_usd,
+       sum(r.list_cost_usd) AS list_cost_usd,
+       sum(r.baseline_cost_usd) AS baseline_cost_usd,
+       sum(r.list_cost_usd - r.actual_cost_usd) AS savings_usd,
+       sum(r.list_cost_usd) FILTER (WHERE r.actual_cost_usd IS NOT NULL) AS priced_list_usd,
+       sum(r.baseline_cost_usd - r.list_cost_usd) AS routing_savings_usd,
+       -- multiplying by 0.000001 (not dividing by 1e6) keeps NUMERIC exact
+       sum(r.cached_prompt_tokens * (pv.list_input - pv.list_cached_input) * 0.000001)
+           AS cached_savings_usd
+FROM usage_records r
+LEFT JOIN price_versions pv ON pv.id = r.price_version_id
+WHERE {where}
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+"""
+
+_PERCENTILES_SQL = """
+SELECT r.model,
+       count(*) AS requests,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p50_ms,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p95_ms,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p99_ms,
+       count(r.ttft_ms) AS streams,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.ttft_ms) AS ttft_p50_ms,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY r.ttft_ms) AS ttft_p95_ms,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY r.ttft_ms) AS ttft_p99_ms
+FROM usage_records r
+WHERE {where} AND r.status = 'ok'
+GROUP BY r.model
+ORDER BY count(*) DESC
+"""
+
+_P95_SQL = """
+SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY r.latency_ms) AS p95
+FROM usage_records r
+WHERE {where} AND r.status = 'ok'
+"""
+
+REQUEST_COLUMNS = (
+    "request_id, started_at, ended_at, app, team, key_id, requested_model, alias, model, "
+    "provider, stream, status, http_status, error_class, prompt_tokens, "
+    "cached_prompt_tokens, completion_tokens, reasoning_tokens, usage_source, latency_ms, "
+    "ttft_ms, upstream_latency_ms, attempts, fallback_path, routing_policy, "
+    "price_version_id, billing_currency, actual_cost, actual_cost_usd, list_cost_usd, "
+    "baseline_model, baseline_cost_usd"
+)
+
+# a loose index scan: one index probe per distinct value instead of reading every row
+_DISTINCT_SQL = """
+WITH RECURSIVE v AS (
+  (SELECT {col} AS value FROM usage_records WHERE {col} IS NOT NULL ORDER BY {col} LIMIT 1)
+  UNION ALL
+  SELECT (SELECT {col} FROM usage_records WHERE {col} > v.value ORDER BY {col} LIMIT 1)
+  FROM v WHERE v.value IS NOT NULL
+)
+SELECT value FROM v WHERE value IS NOT NULL
+"""
+
+
+def where_clause(
+    filters: Filters, start: dt.datetime | None = None, end: dt.datetime | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The WHERE of every ledger query: a UTC time range plus the dimension filters."""
+    params: dict[str, Any] = {
+        "start": start or filters.start_at,
+        "end": end or filters.end_at,
+    }
+    parts = ["r.started_at >= :start", "r.started_at < :end"]
+    for column, values in (
+        ("app", filters.apps),
+        ("team", filters.teams),
+        ("model", filters.models),
+        ("provider", filters.providers),
+    ):
+        if values:
+            parts.append(f"r.{column} = ANY(:{column}s)")
+            params[f"{column}s"] = list(values)
+    return " AND ".join(parts), params
+
+
+@st.cache_resource(show_spinner=False)
+def engine_for(url: str) -> Engine:
+    return make_engine(url, pool_size=4, max_overflow=4)
+
+
+def _frame(url: str, sql: str, params: dict[str, Any]) -> pd.DataFrame:
+    with engine_for(url).connect() as conn:
+        result = conn.execute(text(sql), params)
+        return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def cube(
+    url: str, filters: Filters, start: dt.datetime | None = None, end: dt.datetime | None = None
+) -> pd.DataFrame:
+    """The cube for the filters' period (or [start, end)), at the filters' grain."""
+    where, params = where_clause(filters, start, end)
+    params["grain"] = filters.grain
+    return normalize_cube(_frame(url, _CUBE_SQL.format(where=where), params))
+
+
+def cube_with_previous(url: str, filters: Filters) -> pd.DataFrame:
+    """One cube covering the previous period and this one, for period-over-period KPIs."""
+    return cube(url, filters, filters.previous.start_at, filters.end_at)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def latency_percentiles(url: str, filters: Filters) -> pd.DataFrame:
+    where, params = where_clause(filters)
+    return _frame(url, _PERCENTILES_SQL.format(where=where), params)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def p95_latency_ms(url: str, filters: Filters) -> float | None:
+    where, params = where_clause(filters)
+    frame = _frame(url, _P95_SQL.format(where=where), params)
+    value = frame["p95"].iloc[0] if len(frame) else None
+    return None if value is None or pd.isna(value) else float(value)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def recent_requests(
+    url: str,
+    filters: Filters,
+    statuses: tuple[str, ...] = (),
+    limit: int = REQUEST_LOG_LIMIT,
+) -> pd.DataFrame:
+    """The newest requests matching the filters: metadata only (the ledger holds no prompts)."""
+    where, params = where_clause(filters)
+    if statuses:
+        where += " AND r.status = ANY(:statuses)"
+        params["statuses"] = list(statuses)
+    params["limit"] = limit
+    sql = (
+        f"SELECT {REQUEST_COLUMNS} FROM usage_records r WHERE {where} "
+        "ORDER BY r.started_at DESC LIMIT :limit"
+    )
+    return _frame(url, sql, params)
+
+
+def request_by_id(url: str, request_id: str) -> dict[str, Any] | None:
+    sql = f"SELECT {REQUEST_COLUMNS} FROM usage_records r WHERE r.request_id::text = :rid"
+    frame = _frame(url, sql, {"rid": request_id.strip().lower()})
+    return None if frame.empty else frame.iloc[0].to_dict()
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def dimension_values(url: str) -> dict[str, list[str]]:
+    """Values offered by the filter widgets."""
+    out = {}
+    for column in ("app", "model", "provider"):
+        out[column] = _frame(url, _DISTINCT_SQL.format(col=column), {})["value"].tolist()
+    out["team"] = _frame(url, "SELECT name AS value FROM teams ORDER BY name", {})["value"].tolist()
+    return out
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def ledger_is_empty(url: str) -> bool:
+    frame = _frame(url, "SELECT NOT EXISTS (SELECT 1 FROM usage_records) AS empty", {})
+    return bool(frame["empty"].iloc[0])
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def routing_changes(url: str, app_name: str | None, limit: int = 200) -> pd.DataFrame:
+    where = "WHERE app_name = :app" if app_name else ""
+    sql = (
+        "SELECT id, changed_at, actor, app_name, alias, before, after, note "
+        f"FROM routing_changes {where} ORDER BY changed_at DESC, id DESC LIMIT :limit"
+    )
+    return _frame(url, sql, {"app": app_name, "limit": limit})
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def key_labels(url: str) -> dict[str, str]:
+    """key id -> 'prefix… (app)': keys are told apart by their prefix, never shown whole."""
+    frame = _frame(
+        url,
+        "SELECT k.id::text AS id, k.prefix, a.name AS app FROM api_keys k "
+        "JOIN apps a ON a.id = k.app_id",
+        {},
+    )
+    return {r.id: f"{r.prefix}… ({r.app})" for r in frame.itertuples()}
+
+
+_LATENCY_OVER_TIME_SQL = """
+SELECT date_trunc(:grain, r.started_at AT TIME ZONE 'UTC') AS period,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p50_ms,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p95_ms,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY r.ttft_ms) AS ttft_p95_ms
+FROM usage_records r
+WHERE {where} AND r.status = 'ok'
+GROUP BY 1 ORDER BY 1
+"""
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def latency_over_time(url: str, filters: Filters) -> pd.DataFrame:
+    where, params = where_clause(filters)
+    params["grain"] = filters.grain
+    frame = _frame(url, _LATENCY_OVER_TIME_SQL.format(where=where), params)
+    if len(frame):
+        frame["period"] = pd.to_datetime(frame["period"], utc=True)
+    return frame

@@ -1,0 +1,128 @@
+"""The Routing page's logic, pure: weights as tables, an edit turned into a validated change.
+
+A change is validated with `gateway.routing_settings.parse_routing` (the same check the
+update path and `reconfigure()` make) before the confirm step, so ops never confirm a
+change that would be refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pandas as pd
+
+from gateway.config import Config
+from gateway.routing_settings import RoutingError, RoutingSettings, parse_routing
+
+
+def alias_models(settings: RoutingSettings, cfg: Config, alias: str) -> list[str]:
+    """The alias's candidates in the config, then any other model the live weights name."""
+    configured = list(cfg.aliases[alias].candidates) if alias in cfg.aliases else []
+    live = [m for m in settings.aliases.get(alias, {}) if m not in configured]
+    return configured + live
+
+
+def weights_frame(settings: RoutingSettings, cfg: Config, alias: str | None = None) -> pd.DataFrame:
+    rows = []
+    for name in [alias] if alias else sorted(settings.aliases):
+        weights = settings.aliases.get(name, {})
+        total = sum(weights.values(), Decimal(0))
+        for model in alias_models(settings, cfg, name):
+            w = weights.get(model, Decimal(0))
+            rows.append(
+                {
+                    "alias": name,
+                    "model": model,
+                    "weight": float(w),
+                    "share_pct": round(float(w * 100 / total), 1) if total else 0.0,
+                }
+            )
+    return pd.DataFrame(rows, columns=["alias", "model", "weight", "share_pct"])
+
+
+def _weight(value: Any, model: str) -> Decimal:
+    try:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            raise RoutingError(f"{model}: a weight is required (0 to send it nothing)")
+        w = Decimal(str(value))
+    except InvalidOperation:
+        raise RoutingError(f"{model}: {value!r} is not a number") from None
+    # 60.0 from the editor is the weight 60
+    return w.quantize(Decimal(1)) if w == w.to_integral_value() else w.normalize()
+
+
+@dataclasses.dataclass(frozen=True)
+class PendingChange:
+    alias: str
+    before: dict[str, Decimal]
+    after: dict[str, Decimal]
+
+    def diff_frame(self) -> pd.DataFrame:
+        models = list(dict.fromkeys([*self.before, *self.after]))
+        return pd.DataFrame(
+            {
+                "model": models,
+                "before": [str(self.before.get(m, Decimal(0))) for m in models],
+                "after": [str(self.after.get(m, Decimal(0))) for m in models],
+            }
+        )
+
+    def after_text(self) -> str:
+        return ", ".join(f"{m}={w}" for m, w in self.after.items())
+
+
+def propose_change(
+    settings: RoutingSettings, cfg: Config, alias: str, edited: pd.DataFrame
+) -> PendingChange:
+    """The edited table as a change; RoutingError if it is invalid or changes nothing."""
+    after = {
+        str(m): _weight(w, str(m)) for m, w in zip(edited["model"], edited["weight"], strict=True)
+    }
+    before = dict(settings.aliases.get(alias, {}))
+    candidate = settings.model_copy(update={"aliases": settings.aliases | {alias: after}})
+    parse_routing(candidate.to_user_config(), cfg)  # raises RoutingError with the reason
+    if all(after.get(m, Decimal(0)) == before.get(m, Decimal(0)) for m in {*after, *before}):
+        raise RoutingError("the weights are unchanged")
+    return PendingChange(alias=alias, before=before, after=after)
+
+
+def _weights_text(value: Any, alias: str | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        value = json.loads(value)
+    if isinstance(value, dict) and alias and isinstance(value.get(alias), dict):
+        value = value[alias]
+    if isinstance(value, dict) and isinstance(value.get("aliases"), dict) and alias:
+        value = value["aliases"].get(alias, value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
+def history_frame(changes: pd.DataFrame) -> pd.DataFrame:
+    """who, when (UTC), which alias, before → after, note; newest first."""
+    columns = ["when (UTC)", "who", "alias", "before", "after", "note"]
+    if changes.empty:
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame(
+        {
+            "when (UTC)": pd.to_datetime(changes["changed_at"], utc=True).dt.strftime(
+                "%Y-%m-%d %H:%M:%S"
+            ),
+            "who": changes["actor"],
+            "alias": changes["alias"].fillna("(all)"),
+            "before": [
+                _weights_text(b, a)
+                for b, a in zip(changes["before"], changes["alias"], strict=True)
+            ],
+            "after": [
+                _weights_text(b, a) for b, a in zip(changes["after"], changes["alias"], strict=True)
+            ],
+            "note": changes["note"].fillna(""),
+        }
+    )[columns]
