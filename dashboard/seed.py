@@ -272,8 +272,9 @@ def seed_ledger(
         SEED_ACTOR,
         app_name or cfg.gateway.app_name,
         "auto",
-        {"auto": AUTO_BEFORE},
-        {"auto": dict(cfg.aliases["auto"].candidates)},
+        # as the update path audits an alias: model -> exact decimal string
+        {m: str(w) for m, w in AUTO_BEFORE.items()},
+        {m: str(w) for m, w in cfg.aliases["auto"].candidates.items()},
         note="seeded history: more traffic to deepseek-v3.2",
     )
     with psycopg.connect(libpq_url(url)) as conn:

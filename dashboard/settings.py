@@ -2,7 +2,8 @@
 
 All from the environment, read once per process: `DATABASE_URL` (else the embedded
 PostgreSQL), `COSTGATE_CONFIG` (else the example config), `COSTGATE_RAY_DASHBOARD_URL`
-and `COSTGATE_APP_NAME` (else derived from the config), `COSTGATE_DASHBOARD_REFRESH_S`.
+and `COSTGATE_APP_NAME` and `COSTGATE_GATEWAY_URL` (else derived from the config),
+`COSTGATE_DASHBOARD_REFRESH_S`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from gateway.config import Config, default_config_path, load_config
 
 RAY_DASHBOARD_URL_ENV = "COSTGATE_RAY_DASHBOARD_URL"
 APP_NAME_ENV = "COSTGATE_APP_NAME"
+GATEWAY_URL_ENV = "COSTGATE_GATEWAY_URL"
 REFRESH_ENV = "COSTGATE_DASHBOARD_REFRESH_S"
 
 
@@ -24,6 +26,7 @@ class DashboardSettings:
     config: Config
     ray_dashboard_url: str
     app_name: str
+    gateway_url: str  # lets a routing change wait until every replica reports it
     refresh_s: int
 
 
@@ -40,5 +43,8 @@ def load_settings() -> DashboardSettings:
         config=cfg,
         ray_dashboard_url=ray_url.rstrip("/"),
         app_name=os.environ.get(APP_NAME_ENV) or cfg.gateway.app_name,
+        gateway_url=(
+            os.environ.get(GATEWAY_URL_ENV) or f"http://{cfg.gateway.host}:{cfg.gateway.port}"
+        ).rstrip("/"),
         refresh_s=int(os.environ.get(REFRESH_ENV, "30")),
     )

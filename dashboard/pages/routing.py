@@ -41,6 +41,7 @@ def apply(change: PendingChange, note: str) -> None:
         actor=ctx.user.name,
         note=note or None,
         database_url=ctx.url,
+        gateway_url=ctx.settings.gateway_url,
     )
 
 
