@@ -155,6 +155,24 @@ def parse_routing(user_config: dict[str, Any] | None, cfg: Config) -> RoutingSet
     return settings
 
 
+def check_weights(alias: str, weights: Mapping[str, Decimal], cfg: Config) -> None:
+    """Refuse weights for one alias that must not reach a replica, with a plain message.
+
+    The same rules as parse_routing, said in the editor's and the CLI's terms.
+    """
+    if alias not in cfg.aliases:
+        raise RoutingError(f"unknown alias {alias!r} (known: {', '.join(cfg.aliases)})")
+    for model, w in weights.items():
+        if model not in cfg.models_by_name:
+            raise RoutingError(f"{alias}: unknown model {model!r}")
+        if not w.is_finite():
+            raise RoutingError(f"{alias}.{model}: weight {w} is not a number")
+        if w < 0:
+            raise RoutingError(f"{alias}.{model}: weight {w} is negative")
+    if not weights or sum(weights.values()) <= 0:
+        raise RoutingError(f"{alias}: every weight is 0; at least one must be above 0")
+
+
 def parse_weight_args(pairs: list[str]) -> dict[str, Decimal]:
     """`MODEL=WEIGHT` arguments (the CLI's and the dashboard's form) into a weight map."""
     weights: dict[str, Decimal] = {}
