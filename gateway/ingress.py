@@ -26,15 +26,6 @@ from gateway.service import AttemptHooks, GatewayService, RecordSink
 
 log = logging.getLogger("costgate.ingress")
 
-# One replica per process: the builder below finds the replica's service here. Serve
-# calls the class's __init__ first and the ASGI builder right after it.
-_SERVICE: dict[str, Any] = {}
-
-
-def _api() -> FastAPI:
-    return _SERVICE["app"]
-
-
 class _MetricsHooks(AttemptHooks):
     def __init__(self, metrics: Any) -> None:
         self.m = metrics
@@ -56,7 +47,7 @@ class _MetricsHooks(AttemptHooks):
 
 
 @serve.deployment(name="Gateway")
-@serve.ingress(_api)
+@serve.ingress()
 class Gateway:
     async def __init__(self, config_path: str, database_url: str | None, state_dir: str) -> None:
         from gateway.metrics import ReplicaMetrics, render_metrics
@@ -92,7 +83,12 @@ class Gateway:
                     503, f"metrics hub unavailable ({type(err).__name__})", code="metrics"
                 ) from None
 
-        _SERVICE["app"] = build_app(self.service, render_metrics=render)
+        self._app = build_app(self.service, render_metrics=render)
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        # Serve calls this right after __init__: the app's routes close over this
+        # replica's service, which a module-level app could not do
+        return self._app
 
     async def _copy_writer_stats(self) -> None:
         while self.writer is not None:
