@@ -1,0 +1,52 @@
+"""Writing records into the test ledger and reading independent sums back (test helpers)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Engine, insert, text
+
+from db.models import UsageRow
+from gateway.usage_record import UsageRecord
+
+
+def insert_records(engine: Engine, records: Iterable[UsageRecord]) -> None:
+    rows = []
+    for r in records:
+        row = dataclasses.asdict(r)
+        row["fallback_path"] = list(r.fallback_path)
+        row["status"], row["usage_source"] = str(r.status), str(r.usage_source)
+        rows.append(row)
+    with engine.begin() as conn:
+        conn.execute(insert(UsageRow), rows)
+
+
+def sql_sums(engine: Engine, where: str = "TRUE", **params: Any) -> dict[str, Any]:
+    """Sums straight from usage_records, written apart from dashboard.queries on purpose."""
+    sql = f"""
+        SELECT count(*) AS requests,
+               sum(actual_cost_usd) AS spend,
+               sum(list_cost_usd) AS list_spend,
+               sum(list_cost_usd) - sum(actual_cost_usd) AS savings,
+               sum(baseline_cost_usd - list_cost_usd) AS routing_savings,
+               coalesce(sum(prompt_tokens), 0) + coalesce(sum(completion_tokens), 0) AS tokens,
+               count(*) FILTER (WHERE status <> 'ok') AS errors
+        FROM usage_records WHERE {where}
+    """
+    with engine.connect() as conn:
+        return dict(conn.execute(text(sql), params).mappings().one())
+
+
+def shown_money(value: str) -> Decimal:
+    """'$1,234.56' / '-$0.0012' -> Decimal, keeping the places shown."""
+    negative = value.startswith("-")
+    amount = Decimal(value.lstrip("-").lstrip("$").replace(",", ""))
+    return -amount if negative else amount
+
+
+def same_as_shown(shown: str, exact: Decimal) -> bool:
+    value = shown_money(shown)
+    return exact.quantize(value) == value

@@ -1,0 +1,149 @@
+"""The SQL cube equals the pandas cube built from the same raw rows: one aggregation layer."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pandas as pd
+import pytest
+import streamlit as st
+from sqlalchemy import text
+
+from dashboard import aggregations as agg
+from dashboard import queries
+from dashboard.filters import Filters
+from dashboard.seed import seed_ledger
+from gateway.config import default_config_path, load_config
+from gateway.pricing import PriceCatalog
+from tests.dashboard.ledger import insert_records, sql_sums
+from tests.dashboard.records import failed, record
+
+CFG = load_config(default_config_path())
+CATALOG = PriceCatalog.from_config(CFG)
+END = dt.datetime(2026, 11, 20, 15, 30, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def seeded(database_url, ledger_engine, clean_ledger):
+    st.cache_data.clear()
+    seed_ledger(database_url, CFG, 3000, days=20, end=END, seed=11)
+    missing = record(
+        started_at=END - dt.timedelta(hours=2),
+        usage_source="missing",
+        prompt_tokens=None,
+        completion_tokens=None,
+        cached_prompt_tokens=None,
+        actual_cost=None,
+        actual_cost_usd=None,
+        list_cost_usd=None,
+        baseline_cost_usd=None,
+        price_version_id=None,
+    )
+    insert_records(ledger_engine, [missing, failed(started_at=END - dt.timedelta(hours=1))])
+    return database_url
+
+
+def discounts() -> dict:
+    return {
+        v.id: v.list_rates.input - v.list_rates.cached_input
+        for v in CATALOG.versions.values()
+        if v.list_rates.cached_input is not None
+    }
+
+
+def sorted_cube(cube: pd.DataFrame) -> pd.DataFrame:
+    keys = list(agg.DIMENSIONS)
+    return cube.sort_values(keys, na_position="first").reset_index(drop=True).fillna("∅")
+
+
+@pytest.mark.parametrize("days", [20, 2])
+def test_sql_cube_equals_pandas_cube_of_the_same_rows(seeded, ledger_engine, days):
+    filters = Filters(END.date() - dt.timedelta(days=days - 1), END.date())
+    with ledger_engine.connect() as conn:
+        # not pd.read_sql: it would turn NUMERIC into float
+        result = conn.execute(
+            text("SELECT * FROM usage_records WHERE started_at >= :s AND started_at < :e"),
+            {"s": filters.start_at, "e": filters.end_at},
+        )
+        raw = pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+    expected = sorted_cube(agg.records_to_cube(raw, filters.grain, discounts()))
+    actual = sorted_cube(queries.cube(seeded, filters))
+    assert len(actual) == len(expected) > 0
+    for column in agg.CUBE_COLUMNS:
+        assert actual[column].tolist() == expected[column].tolist(), column
+
+
+def test_totals_reconcile_with_plain_sql_sums(seeded, ledger_engine):
+    filters = Filters(END.date() - dt.timedelta(days=29), END.date(), apps=("search",))
+    t = agg.totals(queries.cube(seeded, filters))
+    sums = sql_sums(ledger_engine, "app = 'search'")
+    assert t.requests == sums["requests"] > 100
+    assert t.spend_usd == sums["spend"]
+    assert t.list_spend_usd == sums["list_spend"]
+    assert t.savings_usd == sums["savings"]
+    assert t.routing_savings_usd == sums["routing_savings"]
+    assert t.tokens == sums["tokens"]
+    assert t.errors == sums["errors"]
+
+
+def test_dimension_filters_and_values(seeded):
+    values = queries.dimension_values(seeded)
+    assert "search" in values["app"] and "relay" in values["provider"]
+    assert "platform" in values["team"]
+    f = Filters(END.date() - dt.timedelta(days=29), END.date(), providers=("relay",))
+    cube = queries.cube(seeded, f)
+    assert set(cube["provider"]) == {"relay"}
+
+
+def test_latency_percentiles_per_model(seeded, ledger_engine):
+    f = Filters(END.date() - dt.timedelta(days=29), END.date())
+    table = queries.latency_percentiles(seeded, f).set_index("model")
+    with ledger_engine.connect() as conn:
+        p95 = conn.execute(
+            text(
+                "SELECT percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms) "
+                "FROM usage_records WHERE model = 'gpt-4.1' AND status = 'ok'"
+            )
+        ).scalar_one()
+    assert abs(table.loc["gpt-4.1", "latency_p95_ms"] - p95) <= 0.05 * p95
+    assert (table["latency_p50_ms"] <= table["latency_p99_ms"]).all()
+    assert table["ttft_p50_ms"].notna().any()
+
+
+def test_request_log_is_newest_first_and_drills_down(seeded):
+    f = Filters(END.date() - dt.timedelta(days=29), END.date())
+    log = queries.recent_requests(seeded, f, ("upstream_error",), limit=50)
+    assert (log["status"] == "upstream_error").all() and len(log) > 0
+    assert log["started_at"].is_monotonic_decreasing
+    rid = str(log["request_id"].iloc[0])
+    assert str(queries.request_by_id(seeded, rid.upper())["request_id"]) == rid
+    assert queries.request_by_id(seeded, "not-an-id") is None
+
+
+def test_routing_change_of_the_seeded_history_is_listed(seeded):
+    changes = queries.routing_changes(seeded, CFG.gateway.app_name)
+    assert changes["alias"].tolist() == ["auto"]
+    assert changes["after"].iloc[0]["deepseek-v3.2"] == "60"
+
+
+def test_cached_savings_use_the_price_versions(seeded, ledger_engine):
+    cube = queries.cube(seeded, Filters(END.date() - dt.timedelta(days=29), END.date()))
+    with ledger_engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT price_version_id, sum(cached_prompt_tokens) FROM usage_records "
+                "WHERE price_version_id IS NOT NULL GROUP BY 1"
+            )
+        ).all()
+    by_id = {v.id: v for v in CATALOG.versions.values()}
+    expected = sum(
+        (
+            Decimal(tokens)
+            * (by_id[pv].list_rates.input - by_id[pv].list_rates.cached_input)
+            / 1_000_000
+            for pv, tokens in rows
+        ),
+        Decimal(0),
+    )
+    assert agg.totals(cube).cached_savings_usd == expected > 0
