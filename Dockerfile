@@ -12,12 +12,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     COSTGATE_STATE_DIR=/var/lib/costgate \
     RAY_USAGE_STATS_ENABLED=0
 
+# wget: KubeRay's liveness and readiness probes run it inside the Ray containers
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends wget \
+    && rm -rf /var/lib/apt/lists/*
+
 RUN useradd --create-home --uid 10001 costgate \
     && mkdir -p /etc/costgate /var/lib/costgate \
     && chown costgate:costgate /var/lib/costgate
 
 WORKDIR /opt/costgate
-# metadata first, so that a code change does not reinstall every dependency
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY db ./db
