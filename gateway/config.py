@@ -143,7 +143,29 @@ class RayOptions(_Strict):
     head_port: int = Field(default=6380, gt=0, lt=65536)
     dashboard_port: int = Field(default=8265, gt=0, lt=65536)
     metrics_export_port: int = Field(default=8266, gt=0, lt=65536)
+    # Ray's defaults (10001, 52365) would collide between two heads on one machine
+    client_server_port: int | None = Field(default=None, gt=0, lt=65536)
+    dashboard_agent_port: int | None = Field(default=None, gt=0, lt=65536)
     num_cpus: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> RayOptions:
+        ports = self.ports()
+        seen: dict[int, str] = {}
+        for name, port in ports.items():
+            if port in seen:
+                raise ValueError(f"{name} and {seen[port]} are both {port}")
+            seen[port] = name
+        return self
+
+    def ports(self) -> dict[str, int]:
+        return {
+            "head_port": self.head_port,
+            "dashboard_port": self.dashboard_port,
+            "metrics_export_port": self.metrics_export_port,
+            "client_server_port": self.client_server_port or self.head_port + 1,
+            "dashboard_agent_port": self.dashboard_agent_port or self.head_port + 2,
+        }
 
 
 class GatewayOptions(_Strict):

@@ -99,8 +99,8 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={r.dashboard_port}",
         "--include-dashboard=true",
-        f"--ray-client-server-port={r.head_port + 1}",
-        f"--dashboard-agent-listen-port={r.head_port + 2}",
+        f"--ray-client-server-port={r.ports()['client_server_port']}",
+        f"--dashboard-agent-listen-port={r.ports()['dashboard_agent_port']}",
         f"--metrics-export-port={r.metrics_export_port}",
         f"--temp-dir={paths.temp_dir}",
         # worker ports stay clear of the ranges our tests and servers use

@@ -50,7 +50,8 @@ log = logging.getLogger("costgate.gateway")
 
 MODEL_HEADER = "x-costgate-model"
 PROVIDER_HEADER = "x-costgate-provider"
-REQUEST_ID_HEADER = "x-request-id"
+# Serve sets its own x-request-id on every response, so ours has a name of its own
+REQUEST_ID_HEADER = "x-costgate-request-id"
 
 
 class RecordSink:

@@ -26,9 +26,9 @@ def test_completion_answers_with_the_requested_name_and_names_the_model_used(gw,
     assert completion.model == "auto"
     assert raw.headers["x-costgate-model"] in {"deepseek-v3.2", "gemini-2.5-flash",
                                                "claude-sonnet-4.5"}
-    assert raw.headers["x-request-id"]
+    assert raw.headers["x-costgate-request-id"]
     (record,) = gw.wait_records(1)
-    assert str(record.request_id) == raw.headers["x-request-id"]
+    assert str(record.request_id) == raw.headers["x-costgate-request-id"]
     assert record.alias == "auto" and record.model == raw.headers["x-costgate-model"]
     assert record.usage_source is UsageSource.PROVIDER
     assert record.prompt_tokens == completion.usage.prompt_tokens
