@@ -1,0 +1,164 @@
+import argparse
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gateway import cli_deploy
+from gateway.config import load_config
+from gateway.kuberay import CONFIG_PATH, STATE_DIR, manifests, render
+from gateway.serve_config import serve_config
+from tests.deploy.repo_files import CONTAINER_CONFIG, K8S, ROOT, yaml_docs
+
+GENERATED = K8S / "costgate.yaml"
+
+
+def _generate(tmp_path: Path, *extra: str) -> Path:
+    parser = argparse.ArgumentParser()
+    cli_deploy.register(parser.add_subparsers())
+    out = tmp_path / "out.yaml"
+    args = parser.parse_args(
+        ["k8s-manifest", "--config", str(CONTAINER_CONFIG), "-o", str(out), *extra]
+    )
+    assert args.func(args) == 0
+    return out
+
+
+def _by_kind(docs: list[dict]) -> dict[str, dict]:
+    return {d["kind"]: d for d in docs}
+
+
+def test_serve_config_v2_is_what_costgate_up_deploys_with_pod_paths():
+    cfg = load_config(CONTAINER_CONFIG)
+    service = _by_kind(manifests(cfg, CONTAINER_CONFIG.read_text()))["RayService"]
+    in_cluster = yaml.safe_load(service["spec"]["serveConfigV2"])
+    up = serve_config(cfg, config_path=CONFIG_PATH, state_dir=STATE_DIR)
+    assert in_cluster["applications"][0]["deployments"] == up["applications"][0]["deployments"]
+    assert in_cluster["applications"][0]["import_path"] == up["applications"][0]["import_path"]
+    assert in_cluster["applications"][0]["args"] == {
+        "config_path": "/etc/costgate/costgate.yaml",
+        "state_dir": "/var/lib/costgate",
+    }
+    assert in_cluster["proxy_location"] == "EveryNode"
+    assert in_cluster["http_options"]["host"] == "0.0.0.0"
+
+
+def test_routing_weights_in_the_manifest_follow_the_config_file(tmp_path):
+    data = yaml.safe_load(CONTAINER_CONFIG.read_text())
+    data["aliases"]["auto"]["candidates"] = {"deepseek-v3.2": 0, "claude-sonnet-4.5": 100}
+    changed = tmp_path / "costgate.yaml"
+    changed.write_text(yaml.safe_dump(data))
+    cfg = load_config(changed)
+    service = _by_kind(manifests(cfg, changed.read_text()))["RayService"]
+    deployment = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]["deployments"][
+        0
+    ]
+    weights = deployment["user_config"]["routing"]["aliases"]["auto"]
+    assert {k: float(v) for k, v in weights.items()} == {
+        "deepseek-v3.2": 0.0,
+        "claude-sonnet-4.5": 100.0,
+    }
+
+
+def test_the_config_map_carries_the_config_file_itself():
+    cfg = load_config(CONTAINER_CONFIG)
+    cm = _by_kind(manifests(cfg, CONTAINER_CONFIG.read_text()))["ConfigMap"]
+    assert cm["data"]["costgate.yaml"] == CONTAINER_CONFIG.read_text()
+
+
+def test_the_committed_manifest_is_up_to_date(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = _generate(tmp_path)
+    assert out.read_text() == GENERATED.read_text(), (
+        "regenerate: costgate k8s-manifest --config deploy/config/costgate.yaml "
+        "-o deploy/k8s/costgate.yaml"
+    )
+
+
+def test_pods_get_every_provider_key_from_the_secret_and_none_inline():
+    cfg = load_config(CONTAINER_CONFIG)
+    docs = manifests(cfg, CONTAINER_CONFIG.read_text())
+    text = render(docs, "x")
+    head = _by_kind(docs)["RayService"]["spec"]["rayClusterConfig"]["headGroupSpec"]
+    env = {e["name"]: e for e in head["template"]["spec"]["containers"][0]["env"]}
+    for provider in cfg.providers:
+        ref = env[provider.api_key_env]["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == "costgate-secrets"
+    assert "postgresql://" not in text
+
+
+def test_every_secret_key_the_manifests_read_is_in_the_secret_example():
+    secret = yaml_docs(K8S / "secret.example.yaml")[0]
+    keys = set(secret["stringData"])
+    for path in sorted(K8S.glob("*.yaml")):
+        for ref in _secret_refs(yaml_docs(path)):
+            assert ref["name"] == secret["metadata"]["name"], path
+            assert ref["key"] in keys, (path.name, ref["key"])
+
+
+def _secret_refs(node: object) -> list[dict]:
+    found = []
+    if isinstance(node, dict):
+        if "secretKeyRef" in node:
+            found.append(node["secretKeyRef"])
+        for v in node.values():
+            found += _secret_refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            found += _secret_refs(v)
+    return found
+
+
+def test_the_pod_monitor_scrapes_one_head_pod_on_the_serve_port():
+    service = _by_kind(yaml_docs(GENERATED))["RayService"]
+    head = service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]
+    monitors = {d["metadata"]["name"]: d for d in yaml_docs(K8S / "podmonitor.yaml")}
+    costgate = monitors["costgate"]["spec"]
+    selector = dict(costgate["selector"]["matchLabels"])
+    # KubeRay labels head pods with ray.io/node-type; the rest are ours
+    assert selector.pop("ray.io/node-type") == "head"
+    assert selector.items() <= head["metadata"]["labels"].items()
+    (endpoint,) = costgate["podMetricsEndpoints"]
+    ports = {p["name"]: p["containerPort"] for p in head["spec"]["containers"][0]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    assert ports[endpoint["port"]] == 8000
+
+
+def test_the_dashboard_reaches_the_services_kuberay_creates():
+    service = _by_kind(yaml_docs(GENERATED))["RayService"]
+    name = service["metadata"]["name"]
+    deployment = _by_kind(yaml_docs(K8S / "dashboard.yaml"))["Deployment"]
+    env = {
+        e["name"]: e.get("value")
+        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["COSTGATE_RAY_DASHBOARD_URL"] == f"http://{name}-head-svc:8265"
+    assert env["COSTGATE_GATEWAY_URL"] == f"http://{name}-serve-svc:8000"
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert (
+        volumes[0]["configMap"]["name"]
+        == _by_kind(yaml_docs(GENERATED))["ConfigMap"]["metadata"]["name"]
+    )
+
+
+def test_services_select_the_pods_of_their_deployments():
+    for path in (K8S / "dashboard.yaml", K8S / "sim.yaml"):
+        kinds = _by_kind(yaml_docs(path))
+        pod_labels = kinds["Deployment"]["spec"]["template"]["metadata"]["labels"]
+        assert kinds["Deployment"]["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        assert kinds["Service"]["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_the_sim_service_is_the_host_the_config_names():
+    cfg = load_config(CONTAINER_CONFIG)
+    sim = _by_kind(yaml_docs(K8S / "sim.yaml"))["Service"]
+    port = sim["spec"]["ports"][0]["port"]
+    for provider in cfg.providers:
+        assert provider.base_url.startswith(f"http://{sim['metadata']['name']}:{port}/")
+
+
+def test_bad_worker_counts_are_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        _generate(tmp_path, "--workers", "5:1:3")
+    with pytest.raises(SystemExit):
+        _generate(tmp_path, "--workers", "two")
