@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from gateway.config import Config, ConfigError, default_config_path, load_config
 from gateway.ray_cluster import dashboard_headers
@@ -282,6 +283,59 @@ def rollout_state(
     return True, "healthy on the new config"
 
 
+# --- KubeRay: the same change on a RayService's serveConfigV2 ---------------------------
+
+
+def serve_config_change(
+    serve_config: Mapping[str, Any],
+    app_name: str,
+    change: Callable[[RoutingSettings, Config], RoutingSettings],
+    cfg: Config,
+) -> tuple[dict[str, Any], RoutingSettings, RoutingSettings]:
+    """Apply `change` to a declarative Serve config (a RayService's `serveConfigV2`).
+
+    Returns (new config, settings before, settings after). The deployment that holds
+    the routing settings is the one whose `user_config` has a `routing` key.
+    """
+    apps = [a for a in serve_config.get("applications") or [] if a.get("name") == app_name]
+    if not apps:
+        raise RoutingUpdateError(f"application {app_name!r} is not in the Serve config")
+    holding = [
+        d
+        for d in apps[0].get("deployments") or []
+        if isinstance(d.get("user_config"), dict) and "routing" in d["user_config"]
+    ]
+    if len(holding) != 1:
+        raise RoutingUpdateError(
+            f"expected one deployment of {app_name!r} with routing in its user_config, "
+            f"found {len(holding)}"
+        )
+    deployment = holding[0]
+    try:
+        before = parse_routing(deployment["user_config"], cfg)
+    except RoutingError as err:
+        raise RoutingUpdateError(f"the current routing settings do not validate: {err}") from None
+    after = next_version(change(before, cfg), before, cfg)
+    user_config = {**deployment["user_config"], **after.to_user_config()}
+    return with_user_config(serve_config, app_name, deployment["name"], user_config), before, after
+
+
+def rayservice_json_patch(old_text: str, new_config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A JSON patch (RFC 6902) for `kubectl patch rayservice NAME --type json`.
+
+    Its `test` operation makes the patch compare-and-swap: the API server refuses it if
+    `serveConfigV2` changed since it was read, as RoutingConflict does on the REST path.
+    """
+    return [
+        {"op": "test", "path": "/spec/serveConfigV2", "value": old_text},
+        {
+            "op": "replace",
+            "path": "/spec/serveConfigV2",
+            "value": yaml.safe_dump(dict(new_config), sort_keys=False),
+        },
+    ]
+
+
 # --- I/O: the update itself -------------------------------------------------------------
 
 
@@ -377,7 +431,7 @@ def apply_routing_settings(
     try:
         live = live_routing(admin.instance(), app_name, cfg)
         proposed = change(live.settings, live.cfg)
-        after = _validated(proposed, live)
+        after = next_version(proposed, live.settings, live.cfg)
         new_user_config = {**(live.user_config or {}), **after.to_user_config()}
         body = with_user_config(live.declarative, app_name, live.ingress, new_user_config)
 
@@ -409,10 +463,13 @@ def apply_routing_settings(
             admin.close()
 
 
-def _validated(proposed: RoutingSettings, live: LiveRouting) -> RoutingSettings:
-    after = proposed.model_copy(update={"version": live.settings.version + 1})
+def next_version(
+    proposed: RoutingSettings, current: RoutingSettings, cfg: Config
+) -> RoutingSettings:
+    """`proposed` as the version after `current`, validated exactly as a replica will."""
+    after = proposed.model_copy(update={"version": current.version + 1})
     # the replicas will run exactly this through parse_routing: run it here first
-    return parse_routing(after.to_user_config(), live.cfg)
+    return parse_routing(after.to_user_config(), cfg)
 
 
 def _wait_rolled_out(
