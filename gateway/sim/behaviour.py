@@ -144,7 +144,7 @@ def _example_value(schema: Any, rng: random.Random) -> Any:
         return round(rng.uniform(1, 100), 2)
     if kind == "boolean":
         return True
-    return corpus().text(corpus().take(rng.randrange(8192), 3)).strip()
+    return corpus().text(rng.randrange(corpus().size), 3).strip()
 
 
 def _chosen_tool(request: ChatRequest) -> dict[str, Any] | None:
@@ -192,15 +192,13 @@ def plan_reply(request: ChatRequest, behaviour: Behaviour, rng: random.Random,
             visible = len(pieces) + count_text(tool["name"])
             finish = "tool_calls"
         elif request.json_mode:
-            words = text.text(text.take(rng.randrange(len(text.pieces)), max(room - 6, 1)))
+            words = text.text(rng.randrange(text.size), max(room - 6, 1))
             pieces = tokenize_pieces(json.dumps({"answer": words.strip()}))
             pieces_json = tuple(json.dumps(p) for p in pieces)
             visible = len(pieces)
             finish = "stop"
         else:
-            indices = text.take(rng.randrange(len(text.pieces)), room)
-            pieces = tuple(text.pieces[i] for i in indices)
-            pieces_json = tuple(text.pieces_json[i] for i in indices)
+            pieces, pieces_json = text.run(rng.randrange(text.size), room)
             visible = room
             finish = "length" if room < wanted else "stop"
         choices.append(PlannedChoice(index, pieces, pieces_json, tool_call, finish,

@@ -12,7 +12,7 @@ from typing import Any
 from gateway.sim.behaviour import PlannedChoice, ReplyPlan, ToolCall
 
 FINGERPRINT = "fp_costgate_sim"
-DONE = b"data: [DONE]\n\n"
+DONE = "data: [DONE]\n\n"
 
 
 def _dumps(value: Any) -> str:
@@ -53,7 +53,8 @@ def completion_body(request_id: str, created: int, model: str, plan: ReplyPlan,
 
 
 class ChunkEncoder:
-    """Encodes one stream's `data: ...` events; `usage: null` on each when usage is asked."""
+    """Encodes one stream's `data: ...` events (as str: the caller encodes each write once);
+    `usage: null` on each when usage was asked for, like OpenAI."""
 
     def __init__(self, request_id: str, created: int, model: str, include_usage: bool):
         self._head = (
@@ -64,12 +65,13 @@ class ChunkEncoder:
         self._tail = '],"usage":null}\n\n' if include_usage else "]}\n\n"
         self._id, self._created, self._model = request_id, created, model
         self.include_usage = include_usage
+        self._piece_frames: dict[tuple[int, bool], tuple[str, str]] = {}
 
-    def _event(self, index: int, delta: str, finish: str = "null") -> bytes:
+    def _event(self, index: int, delta: str, finish: str = "null") -> str:
         return (f'{self._head}{{"index":{index},"delta":{delta},"logprobs":null,'
-                f'"finish_reason":{finish}}}{self._tail}').encode()
+                f'"finish_reason":{finish}}}{self._tail}')
 
-    def opening(self, choice: PlannedChoice) -> bytes:
+    def opening(self, choice: PlannedChoice) -> str:
         if choice.tool_call:
             call = _tool_call(choice.tool_call, "")
             call["index"] = 0
@@ -79,27 +81,38 @@ class ChunkEncoder:
             delta = '{"role":"assistant","content":"","refusal":null}'
         return self._event(choice.index, delta)
 
-    def piece(self, choice: PlannedChoice, position: int) -> bytes:
-        text = choice.pieces_json[position]
-        if choice.tool_call:
-            delta = f'{{"tool_calls":[{{"index":0,"function":{{"arguments":{text}}}}}]}}'
-        else:
-            delta = f'{{"content":{text}}}'
-        return self._event(choice.index, delta)
+    def pieces(self, choice: PlannedChoice, start: int, stop: int) -> list[str]:
+        """Events for the choice's pieces [start, stop) (fewer if it is shorter)."""
+        before, after = self._frame(choice)
+        return [before + text + after for text in choice.pieces_json[start:stop]]
 
-    def closing(self, choice: PlannedChoice) -> bytes:
+    def _frame(self, choice: PlannedChoice) -> tuple[str, str]:
+        key = (choice.index, choice.tool_call is not None)
+        frame = self._piece_frames.get(key)
+        if frame is None:
+            # everything around the piece's text, built once per choice
+            marker = "\x00"
+            if choice.tool_call:
+                delta = f'{{"tool_calls":[{{"index":0,"function":{{"arguments":{marker}}}}}]}}'
+            else:
+                delta = f'{{"content":{marker}}}'
+            before, after = self._event(choice.index, delta).split(marker)
+            frame = self._piece_frames[key] = (before, after)
+        return frame
+
+    def closing(self, choice: PlannedChoice) -> str:
         return self._event(choice.index, "{}", f'"{choice.finish_reason}"')
 
-    def usage(self, plan: ReplyPlan) -> bytes:
+    def usage(self, plan: ReplyPlan) -> str:
         body = {"id": self._id, "object": "chat.completion.chunk", "created": self._created,
                 "model": self._model, "service_tier": "default",
                 "system_fingerprint": FINGERPRINT, "choices": [],
                 "usage": plan.usage.as_dict()}
-        return f"data: {_dumps(body)}\n\n".encode()
+        return f"data: {_dumps(body)}\n\n"
 
-    def broken(self) -> bytes:
+    def broken(self) -> str:
         """A chunk cut off mid-object: what a malformed upstream stream looks like."""
-        return self._event(0, '{"content":" broken"}')[: len(self._head) + 25] + b"\n\n"
+        return self._event(0, '{"content":" broken"}')[: len(self._head) + 25] + "\n\n"
 
 
 def error_body(message: str, kind: str, code: str | None = None,

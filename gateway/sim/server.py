@@ -20,6 +20,7 @@ import random
 import socket
 import struct
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
@@ -169,7 +170,8 @@ class _PartialThenReset(Response):
 
 
 async def _stream(request: Request, plan: ReplyPlan, encoder: bodies.ChunkEncoder,
-                  fault: str | None) -> Any:
+                  fault: str | None) -> AsyncIterator[bytes]:
+    """Chunks at their planned times; those due together leave in one write."""
     state = _state(request)
     state.stats.streams_open += 1
     loop = asyncio.get_running_loop()
@@ -178,28 +180,35 @@ async def _stream(request: Request, plan: ReplyPlan, encoder: bodies.ChunkEncode
         await asyncio.sleep(plan.ttft_s)
         out = [encoder.opening(c) for c in plan.choices]
         if fault == "malformed":
-            yield b"".join(out) + encoder.broken() + bodies.DONE
+            yield "".join([*out, encoder.broken(), bodies.DONE]).encode()
             return
-        cut_at = plan.longest // 2 if fault == "mid_stream_reset" else -1
-        for step in range(plan.longest):
-            delay = start + plan.ttft_s + step * plan.per_token_s - loop.time()
-            if delay > 0:
+        first_at = start + plan.ttft_s
+        cut_after = plan.longest // 2 + 1 if fault == "mid_stream_reset" else plan.longest
+        step = 0  # pieces sent so far, per choice
+        while step < cut_after:
+            now = loop.time()
+            due = cut_after if plan.per_token_s <= 0 else \
+                min(cut_after, int((now - first_at) / plan.per_token_s) + 1)
+            if due <= step:
                 if out:
-                    yield b"".join(out)
+                    yield "".join(out).encode()
                     out = []
-                await asyncio.sleep(delay)
-            out.extend(encoder.piece(c, step) for c in plan.choices if step < len(c.pieces))
-            if step == cut_at:
-                yield b"".join(out)
-                await asyncio.sleep(0.01)
-                if _abort(request.scope):
-                    await asyncio.sleep(5)  # Starlette cancels us once the disconnect lands
-                raise ConnectionAbortedError("simulated reset mid-stream")
+                await asyncio.sleep(first_at + step * plan.per_token_s - now)
+                continue
+            for c in plan.choices:
+                out.extend(encoder.pieces(c, step, due))
+            step = due
+        if fault == "mid_stream_reset":
+            yield "".join(out).encode()
+            await asyncio.sleep(0.01)
+            if _abort(request.scope):
+                await asyncio.sleep(5)  # Starlette cancels us once the disconnect lands
+            raise ConnectionAbortedError("simulated reset mid-stream")
         out.extend(encoder.closing(c) for c in plan.choices)
         if encoder.include_usage and fault != "no_usage":
             out.append(encoder.usage(plan))
         out.append(bodies.DONE)
-        yield b"".join(out)
+        yield "".join(out).encode()
     finally:
         state.stats.streams_open -= 1
 

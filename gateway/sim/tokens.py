@@ -85,19 +85,30 @@ def tokenize_pieces(text: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Corpus:
-    """One-token pieces of plausible text; any slice is valid content of that length."""
+    """One-token pieces of plausible text; any run of them is valid content of its length.
+
+    The tuples hold the text twice over, so a run that wraps past the end is one slice.
+    """
 
     pieces: tuple[str, ...]
     # each piece already JSON-encoded, for building stream chunks without json.dumps
     pieces_json: tuple[str, ...]
 
-    def take(self, start: int, n: int) -> tuple[int, ...]:
-        """Indices of n consecutive pieces from `start`, wrapping around the end."""
-        size = len(self.pieces)
-        return tuple((start + i) % size for i in range(n))
+    @property
+    def size(self) -> int:
+        return len(self.pieces) // 2
 
-    def text(self, indices: Sequence[int]) -> str:
-        return "".join(self.pieces[i] for i in indices)
+    def run(self, start: int, n: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """n consecutive pieces from `start` (and their JSON), wrapping around the end."""
+        start %= self.size
+        if n <= self.size:
+            return self.pieces[start:start + n], self.pieces_json[start:start + n]
+        head, head_json = self.run(start, self.size)
+        rest, rest_json = self.run(start + self.size, n - self.size)
+        return head + rest, head_json + rest_json
+
+    def text(self, start: int, n: int) -> str:
+        return "".join(self.run(start, n)[0])
 
 
 @cache
@@ -112,4 +123,5 @@ def corpus(size: int = 8192, seed: int = 7) -> Corpus:
         if rng.random() < 0.12 and len(pieces) < size - 2:
             pieces.append(rng.choice((".", ".", ",")))
     pieces.append(" " + rng.choice(words))
-    return Corpus(tuple(pieces), tuple(json.dumps(p) for p in pieces))
+    encoded = [json.dumps(p) for p in pieces]
+    return Corpus(tuple(pieces * 2), tuple(encoded * 2))

@@ -15,9 +15,16 @@ def test_any_run_of_corpus_pieces_retokenizes_to_its_length():
     rng = random.Random(3)
     for _ in range(300):
         n = rng.randint(1, 400)
-        start = rng.randrange(len(text.pieces))  # runs past the end wrap around
-        content = text.text(text.take(start, n))
+        start = rng.randrange(text.size)  # runs past the end wrap around
+        content = text.text(start, n)
         assert len(encoding().encode_ordinary(content)) == n
+
+
+def test_runs_longer_than_the_corpus_wrap_around_it():
+    text = corpus()
+    pieces, pieces_json = text.run(5, text.size * 2 + 7)
+    assert len(pieces) == len(pieces_json) == text.size * 2 + 7
+    assert pieces[: text.size] == pieces[text.size: 2 * text.size]
 
 
 def test_chat_prompt_tokens_follow_openai_accounting():
