@@ -9,12 +9,16 @@ from pathlib import Path
 
 import streamlit as st
 
+from dashboard import queries
 from dashboard.components import session, sidebar
 from dashboard.settings import load_settings
 
 PAGES = Path(__file__).resolve().parent / "pages"
 
 st.set_page_config(page_title="costgate", page_icon="💸", layout="wide")
+settings = load_settings()
+# the default views' daily rollup builds in the background while the user signs in
+queries.warm_rollup(settings.database_url)
 user = session.require_user()
 navigation = st.navigation(
     {
@@ -31,5 +35,5 @@ navigation = st.navigation(
         ],
     }
 )
-sidebar.render(user, load_settings().database_url)
+sidebar.render(user, settings.database_url)
 navigation.run()

@@ -1,8 +1,10 @@
 """Every SQL statement the dashboard runs, through SQLAlchemy, cached with a TTL.
 
 Aggregation happens in PostgreSQL (GROUP BY over an indexed time range, NUMERIC sums),
-so pages receive small frames however large the ledger is: the cube (see
-`dashboard.aggregations`), latency percentiles per model, one page of the request log.
+so pages receive small frames however large the ledger is: the cube and latency
+histograms (see `dashboard.aggregations`), one page of the request log. Closed days come
+from the in-process daily rollup (`dashboard.rollup`); today, and hourly views of short
+ranges, straight from the ledger.
 Results are cached for `CACHE_TTL_S` seconds per (database, filters); the pages refresh
 on a timer, so a new row shows up within that time.
 """
@@ -16,8 +18,10 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine, text
 
+from dashboard import aggregations as agg
 from dashboard.aggregations import normalize_cube
-from dashboard.filters import Filters
+from dashboard.filters import DEFAULT_DAYS, Filters
+from dashboard.rollup import LedgerRollup
 from db.engine import make_engine
 
 CACHE_TTL_S = 30
@@ -51,26 +55,15 @@ WHERE {where}
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
 """
 
-_PERCENTILES_SQL = """
-SELECT r.model,
-       count(*) AS requests,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p50_ms,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p95_ms,
-       percentile_cont(0.99) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p99_ms,
-       count(r.ttft_ms) AS streams,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.ttft_ms) AS ttft_p50_ms,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY r.ttft_ms) AS ttft_p95_ms,
-       percentile_cont(0.99) WITHIN GROUP (ORDER BY r.ttft_ms) AS ttft_p99_ms
+_HISTOGRAM_SQL = """
+SELECT date_trunc(:grain, r.started_at AT TIME ZONE 'UTC') AS bucket,
+       r.app, r.team, r.model, r.provider, m.metric,
+       floor(ln(1 + m.ms::float8) * :bins_per_ln)::int AS bin,
+       count(*) AS requests
 FROM usage_records r
-WHERE {where} AND r.status = 'ok'
-GROUP BY r.model
-ORDER BY count(*) DESC
-"""
-
-_P95_SQL = """
-SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY r.latency_ms) AS p95
-FROM usage_records r
-WHERE {where} AND r.status = 'ok'
+CROSS JOIN LATERAL (VALUES ('latency', r.latency_ms), ('ttft', r.ttft_ms)) AS m(metric, ms)
+WHERE {where} AND r.status = 'ok' AND m.ms IS NOT NULL
+GROUP BY 1, 2, 3, 4, 5, 6, 7
 """
 
 REQUEST_COLUMNS = (
@@ -120,10 +113,91 @@ def engine_for(url: str) -> Engine:
     return make_engine(url, pool_size=4, max_overflow=4)
 
 
-def _frame(url: str, sql: str, params: dict[str, Any]) -> pd.DataFrame:
-    with engine_for(url).connect() as conn:
+def _frame(url: str | Engine, sql: str, params: dict[str, Any]) -> pd.DataFrame:
+    # an Engine, not its URL, when called from the rollup's thread (no Streamlit context)
+    engine = url if isinstance(url, Engine) else engine_for(url)
+    with engine.begin() as conn:
+        # GROUP BYs sort in memory rather than on disk; JIT costs more than it saves here
+        conn.execute(text("SET LOCAL work_mem = '64MB'"))
+        conn.execute(text("SET LOCAL jit = off"))
         result = conn.execute(text(sql), params)
         return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+
+
+def _ledger_cube(
+    url: str | Engine, filters: Filters, start: dt.datetime, end: dt.datetime, grain: str
+) -> pd.DataFrame:
+    where, params = where_clause(filters, start, end)
+    params["grain"] = grain
+    return normalize_cube(_frame(url, _CUBE_SQL.format(where=where), params))
+
+
+def _ledger_histogram(
+    url: str | Engine, filters: Filters, start: dt.datetime, end: dt.datetime, grain: str
+) -> pd.DataFrame:
+    where, params = where_clause(filters, start, end)
+    params |= {"grain": grain, "bins_per_ln": agg.BINS_PER_LN}
+    return agg.normalize_histogram(_frame(url, _HISTOGRAM_SQL.format(where=where), params))
+
+
+@st.cache_resource(show_spinner=False)
+def rollup_for(url: str) -> LedgerRollup:
+    everything = Filters(dt.date.min, dt.date.max)  # no dimension filter
+    engine = engine_for(url)
+
+    def fetch(start: dt.datetime, end: dt.datetime) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return (
+            _ledger_cube(engine, everything, start, end, "day"),
+            _ledger_histogram(engine, everything, start, end, "day"),
+        )
+
+    return LedgerRollup(fetch)
+
+
+def warm_rollup(url: str, days: int = 2 * DEFAULT_DAYS) -> None:
+    """Start fetching the closed days the default views need, without waiting."""
+    today = dt.datetime.now(dt.UTC).date()
+    rollup_for(url).warm(today - dt.timedelta(days=days), today - dt.timedelta(days=1))
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def _today(url: str, start: dt.datetime, end: dt.datetime) -> tuple[pd.DataFrame, pd.DataFrame]:
+    everything = Filters(dt.date.min, dt.date.max)
+    return (
+        _ledger_cube(url, everything, start, end, "day"),
+        _ledger_histogram(url, everything, start, end, "day"),
+    )
+
+
+def _period(
+    url: str, filters: Filters, start: dt.datetime | None, end: dt.datetime | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Cube and histogram of [start, end) (default: the filters' period), filtered."""
+    start, end = start or filters.start_at, end or filters.end_at
+    if filters.grain == "hour":  # a day or two of raw rows: read them directly
+        return (
+            _ledger_cube(url, filters, start, end, "hour"),
+            _ledger_histogram(url, filters, start, end, "hour"),
+        )
+    today = dt.datetime.combine(dt.datetime.now(dt.UTC).date(), dt.time(), dt.UTC)
+    cubes, hists = [], []
+    if start < today:
+        last_closed = min(end, today) - dt.timedelta(days=1)
+        c, h = rollup_for(url).days(start.date(), last_closed.date())
+        cubes.append(c)
+        hists.append(h)
+    if end > today:
+        c, h = _today(url, max(start, today), end)
+        cubes.append(c)
+        hists.append(h)
+    dims = dict(
+        apps=filters.apps, teams=filters.teams, models=filters.models, providers=filters.providers
+    )
+    cube = pd.concat([c for c in cubes if len(c)] or [agg.empty_cube()], ignore_index=True)
+    hist = pd.concat([h for h in hists if len(h)] or [agg.empty_histogram()], ignore_index=True)
+    return agg.select(cube, **dims).reset_index(drop=True), agg.select(hist, **dims).reset_index(
+        drop=True
+    )
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
@@ -131,9 +205,7 @@ def cube(
     url: str, filters: Filters, start: dt.datetime | None = None, end: dt.datetime | None = None
 ) -> pd.DataFrame:
     """The cube for the filters' period (or [start, end)), at the filters' grain."""
-    where, params = where_clause(filters, start, end)
-    params["grain"] = filters.grain
-    return normalize_cube(_frame(url, _CUBE_SQL.format(where=where), params))
+    return _period(url, filters, start, end)[0]
 
 
 def cube_with_previous(url: str, filters: Filters) -> pd.DataFrame:
@@ -142,17 +214,11 @@ def cube_with_previous(url: str, filters: Filters) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def latency_percentiles(url: str, filters: Filters) -> pd.DataFrame:
-    where, params = where_clause(filters)
-    return _frame(url, _PERCENTILES_SQL.format(where=where), params)
-
-
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def p95_latency_ms(url: str, filters: Filters) -> float | None:
-    where, params = where_clause(filters)
-    frame = _frame(url, _P95_SQL.format(where=where), params)
-    value = frame["p95"].iloc[0] if len(frame) else None
-    return None if value is None or pd.isna(value) else float(value)
+def histogram(
+    url: str, filters: Filters, start: dt.datetime | None = None, end: dt.datetime | None = None
+) -> pd.DataFrame:
+    """Latency and TTFT histograms of successful requests, same period and grain as `cube`."""
+    return _period(url, filters, start, end)[1]
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
@@ -217,24 +283,3 @@ def key_labels(url: str) -> dict[str, str]:
         {},
     )
     return {r.id: f"{r.prefix}… ({r.app})" for r in frame.itertuples()}
-
-
-_LATENCY_OVER_TIME_SQL = """
-SELECT date_trunc(:grain, r.started_at AT TIME ZONE 'UTC') AS period,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p50_ms,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY r.latency_ms) AS latency_p95_ms,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY r.ttft_ms) AS ttft_p95_ms
-FROM usage_records r
-WHERE {where} AND r.status = 'ok'
-GROUP BY 1 ORDER BY 1
-"""
-
-
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def latency_over_time(url: str, filters: Filters) -> pd.DataFrame:
-    where, params = where_clause(filters)
-    params["grain"] = filters.grain
-    frame = _frame(url, _LATENCY_OVER_TIME_SQL.format(where=where), params)
-    if len(frame):
-        frame["period"] = pd.to_datetime(frame["period"], utc=True)
-    return frame

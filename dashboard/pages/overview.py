@@ -21,11 +21,12 @@ def body() -> None:
     both = queries.cube_with_previous(ctx.url, f)
     now = agg.totals(agg.between(both, f.start_at, f.end_at))
     before = agg.totals(agg.between(both, f.previous.start_at, f.previous.end_at))
+    hist = queries.histogram(ctx.url, f, f.previous.start_at, f.end_at)
     overview_tiles(
         now,
         before,
-        queries.p95_latency_ms(ctx.url, f),
-        queries.p95_latency_ms(ctx.url, f.previous),
+        agg.latency_quantile(agg.between(hist, f.start_at, f.end_at), 0.95),
+        agg.latency_quantile(agg.between(hist, f.previous.start_at, f.previous.end_at), 0.95),
     )
     if now.requests == 0:
         st.info("No requests match these filters in this period.")
