@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -163,9 +163,9 @@ def _error_name(err: Exception) -> str:
 async def run_traffic(
     base_url: str,
     api_keys: Sequence[str | None] = (None,),
+    config: Config | None = None,
     *,
     models: Sequence[str] | None = None,
-    config: Config | None = None,
     max_requests: int = 1000,
     max_seconds: float = 600.0,
     concurrency: int = 4,
@@ -174,12 +174,16 @@ async def run_traffic(
     log_every: int = 100,
     seed: int | None = None,
     timeout_s: float = 60.0,
+    on_progress: Callable[[str], None] | None = None,
 ) -> TrafficSummary:
     """Send the mix to `base_url` (an OpenAI base URL, …/v1) until a bound is reached.
 
-    `rate_per_s` paces the whole run (None: as fast as `concurrency` allows). Returns the
-    tally; a one-line summary is logged every `log_every` requests and at the end.
+    `models` defaults to every alias and model of `config`. `rate_per_s` paces the whole
+    run (None: as fast as `concurrency` allows). Returns the tally; a one-line summary goes
+    to `on_progress` (default: the "costgate.traffic" logger at INFO) every `log_every`
+    requests and at the end.
     """
+    progress = on_progress or log.info
     names = list(models) if models else default_models(config)
     keys = list(api_keys) or [None]
     clients = [openai.AsyncOpenAI(base_url=base_url, api_key=k or "no-key", max_retries=0,
@@ -216,7 +220,7 @@ async def run_traffic(
             except Exception as err:  # noqa: BLE001 - a demo keeps going, and counts it
                 summary.errors[_error_name(err)] += 1
             if log_every and summary.sent % log_every == 0:
-                log.info(summary.line())
+                progress(summary.line())
 
     async def watch_stop(tasks: list[asyncio.Task[None]]) -> None:
         # in-flight requests are cancelled too, so a stop takes effect within ~0.1 s
@@ -236,5 +240,5 @@ async def run_traffic(
         watcher.cancel()
         for client in clients:
             await client.close()
-    log.info(summary.line())
+    progress(summary.line())
     return summary

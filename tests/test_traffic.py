@@ -45,6 +45,20 @@ async def test_traffic_stops_at_its_request_bound_and_sends_a_mix(sim):
     assert sum(stats["streams"].values()) == summary.streams
 
 
+async def test_traffic_defaults_to_the_configs_names_and_reports_progress(sim):
+    lines = []
+    config = load_config(sim.config_path)
+    summary = await run_traffic(sim.base_url + "/v1", ["k"], config, max_requests=20,
+                                log_every=10, on_progress=lines.append, seed=3)
+    assert summary.sent == 20
+    assert set(summary.models) <= set(default_models(config))
+    # the sim knows upstream ids only: aliases and other public names are 404s there
+    upstream_ids = {m.upstream_model for m in config.models}
+    unknown = sum(n for m, n in summary.models.items() if m not in upstream_ids)
+    assert summary.errors == {"NotFoundError(404)": unknown}
+    assert len(lines) == 3 and lines[-1].startswith("traffic: 20 sent, ")
+
+
 async def test_traffic_stops_at_its_time_bound(sim):
     sim.set_behaviour("gpt-4o-mini", ttft_ms=50, per_token_ms=0)
     started = time.monotonic()
