@@ -209,6 +209,7 @@ async def run_traffic(
                     return
             call = plan_call(rng, names, len(keys))
             summary.sent += 1
+            number = summary.sent
             summary.models[call.model] += 1
             summary.kinds[call.kind] += 1
             summary.streams += call.stream
@@ -219,7 +220,7 @@ async def run_traffic(
                     summary.cancelled += 1
             except Exception as err:  # noqa: BLE001 - a demo keeps going, and counts it
                 summary.errors[_error_name(err)] += 1
-            if log_every and summary.sent % log_every == 0:
+            if log_every and number % log_every == 0:
                 progress(summary.line())
 
     async def watch_stop(tasks: list[asyncio.Task[None]]) -> None:
