@@ -42,9 +42,16 @@ class PrometheusServer:
         result = self.query(promql)
         return float(result[0]["value"][1]) if result else None
 
-    def targets_up(self) -> bool:
+    def targets(self) -> list[dict]:
+        """Active targets with their health and last scrape error, as Prometheus sees them."""
         resp = httpx.get(f"{self.url}/api/v1/targets", timeout=10).json()
-        active = resp["data"]["activeTargets"]
+        return [
+            {k: t.get(k) for k in ("scrapeUrl", "health", "lastError")}
+            for t in resp["data"]["activeTargets"]
+        ]
+
+    def targets_up(self) -> bool:
+        active = self.targets()
         return bool(active) and all(t["health"] == "up" for t in active)
 
 
