@@ -6,7 +6,6 @@ import argparse
 import getpass
 import os
 import secrets
-import subprocess
 import sys
 from pathlib import Path
 
@@ -95,13 +94,10 @@ def run_dashboard(args: argparse.Namespace) -> int:
             f"`admin` with the one-time password {password}",
             flush=True,
         )
-    proc = subprocess.Popen(streamlit_command(args.host, args.port), env=env)
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:
-        proc.terminate()
-        proc.wait(timeout=10)
-        return 130
+    # become the server: signals (Ctrl-C, a demo's SIGTERM) reach Streamlit directly
+    command = streamlit_command(args.host, args.port)
+    os.execve(command[0], command, env)
+    return 0  # not reached
 
 
 def seed_command(args: argparse.Namespace) -> int:

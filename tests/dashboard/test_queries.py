@@ -162,3 +162,22 @@ def test_cached_savings_use_the_price_versions(seeded, ledger_engine):
         Decimal(0),
     )
     assert agg.totals(cube).cached_savings_usd == expected > 0
+
+
+def test_export_rows_equal_a_plain_group_by(seeded, ledger_engine):
+    f = Filters(END.date() - dt.timedelta(days=29), END.date())
+    out = agg.export_frame(queries.cube(seeded, f))
+    with ledger_engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), app, model, "
+                "provider, count(*), sum(actual_cost_usd), sum(list_cost_usd) "
+                "FROM usage_records GROUP BY 1, 2, 3, 4"
+            )
+        ).all()
+    expected = {(d, a, m or "", p or ""): (n, s, ls) for d, a, m, p, n, s, ls in rows}
+    got = {
+        (r.day, r.app, r.model or "", r.provider or ""): (r.requests, r.spend_usd, r.list_spend_usd)
+        for r in out.itertuples()
+    }
+    assert got == expected
