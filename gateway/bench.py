@@ -12,7 +12,10 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -81,6 +84,36 @@ def resolve_direct_target(config: Config, model: str, sim_url: str | None = None
     if sim_url:
         base_url = f"{sim_url.rstrip('/')}/{provider.name}/v1"
     return Target("direct", base_url, found.upstream_model, api_key or provider.api_key())
+
+
+def sim_root(target: Target) -> str:
+    """The sim's own address (scheme://host:port) behind a direct target's base URL."""
+    parts = urlsplit(target.base_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+@contextmanager
+def upstream_latency(target: Target, ttft_ms: float, per_token_ms: float) -> Iterator[None]:
+    """Give the sim fixed latencies for the target's model during the run, then undo it.
+
+    Through the sim's control API, so the same sim serves the gateway and the direct
+    target with the same figures (e.g. 0 ms to measure pure overhead, or 200 ms).
+    """
+    import httpx
+
+    root = sim_root(target)
+    figures = {"model": target.model, "ttft_ms": ttft_ms, "per_token_ms": per_token_ms,
+               "jitter": 0}
+    try:
+        response = httpx.put(f"{root}/_sim/behaviour", json=figures, timeout=10)
+    except httpx.HTTPError as err:
+        raise BenchError(f"cannot reach the sim's control API at {root}: {err}") from None
+    if response.status_code != 200:
+        raise BenchError(f"the sim at {root} refused {figures}: {response.text}")
+    try:
+        yield
+    finally:
+        httpx.delete(f"{root}/_sim/behaviour", params={"model": target.model}, timeout=10)
 
 
 def request_body(model: str, load: Load) -> bytes:

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from contextlib import nullcontext
 
 DEFAULT_GATEWAY = "http://127.0.0.1:8000/v1"
 
@@ -39,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="requests per target before measuring (default 20)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="targets take turns this many times (default 2)")
+    parser.add_argument("--upstream-ms", metavar="TTFT[,PER_TOKEN]",
+                        help="set the sim's latency for the model during the run through its "
+                        "control API, e.g. 0 (pure overhead) or 200,0; needs the direct target")
     parser.add_argument("--timeout", type=float, default=60.0, help="per request, seconds")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
@@ -47,7 +51,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvloop
 
-    from gateway.bench import BenchError, Load, Target, resolve_direct_target, run_bench
+    from gateway.bench import (
+        BenchError,
+        Load,
+        Target,
+        resolve_direct_target,
+        run_bench,
+        upstream_latency,
+    )
     from gateway.bench_stats import build_report, render_table
     from gateway.config import ConfigError, default_config_path, load_config
 
@@ -61,11 +72,18 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, flag) <= 0:
             print(f"--{flag} must be above 0", file=sys.stderr)
             return 2
+    try:
+        latency = _upstream_ms(args.upstream_ms)
+    except ValueError as err:
+        print(f"--upstream-ms: {err}", file=sys.stderr)
+        return 2
     targets: list[Target] = []
     try:
-        if "direct" in names:
+        if "direct" in names or latency:
             config = load_config(args.config or default_config_path())
-            targets.append(resolve_direct_target(config, args.model, args.sim))
+            direct = resolve_direct_target(config, args.model, args.sim)
+            if "direct" in names:
+                targets.append(direct)
     except (ConfigError, BenchError) as err:
         print(err, file=sys.stderr)
         return 2
@@ -74,7 +92,12 @@ def run(args: argparse.Namespace) -> int:
     load = Load(requests=args.requests, duration_s=args.duration,
                 concurrency=args.concurrency, stream=args.stream, max_tokens=args.max_tokens,
                 warmup=args.warmup, rounds=args.rounds, timeout_s=args.timeout)
-    summaries = uvloop.run(run_bench(targets, load))
+    try:
+        with upstream_latency(direct, *latency) if latency else nullcontext():
+            summaries = uvloop.run(run_bench(targets, load))
+    except BenchError as err:
+        print(err, file=sys.stderr)
+        return 2
     report = build_report({**load.as_dict(), "model": args.model}, summaries)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -85,3 +108,12 @@ def run(args: argparse.Namespace) -> int:
         print(render_table(report))
     failed = all(s.errors == s.requests for s in summaries)
     return 1 if failed else 0
+
+
+def _upstream_ms(text: str | None) -> tuple[float, float] | None:
+    if not text:
+        return None
+    parts = [float(p) for p in text.split(",")]
+    if len(parts) > 2 or any(p < 0 for p in parts):
+        raise ValueError(f"expected TTFT[,PER_TOKEN] in ms, at least 0; got {text!r}")
+    return parts[0], parts[1] if len(parts) == 2 else 0.0

@@ -2,6 +2,7 @@
 
 import json
 
+import httpx
 import pytest
 
 from gateway.bench import BenchError, Load, Target, resolve_direct_target, run_bench
@@ -72,3 +73,16 @@ def test_bench_command_table_and_bad_arguments(sim, capsys):
     assert "ttft p50" in out and "direct" in out
     assert costgate(["bench", "--config", str(sim.config_path), "--model", "auto"]) == 2
     assert costgate(["bench", "--targets", "elsewhere"]) == 2
+
+
+def test_bench_can_fix_the_sims_latency_for_the_run_and_restores_it(sim, capsys):
+    code = costgate(["bench", "--config", str(sim.config_path), "--model", "gpt-4.1",
+                     "--gateway", sim.provider_url("openai"), "--requests", "4",
+                     "--warmup", "0", "--upstream-ms", "150,0", "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    for target in report["targets"].values():
+        assert target["latency_ms"]["p50"] >= 150
+    restored = httpx.get(sim.base_url + "/_sim/behaviour").json()["models"]["gpt-4.1"]
+    assert restored["ttft_ms"] == 5
+    assert costgate(["bench", "--config", str(sim.config_path), "--upstream-ms", "-1"]) == 2
