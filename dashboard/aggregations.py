@@ -177,7 +177,10 @@ def rollup(cube: pd.DataFrame, by: list[str], freq: str | None = None) -> pd.Dat
     out = grouped[list(COUNTS)].sum()
     for c in MONEY:
         out[c] = grouped[c].agg(dsum)
-    return out.reset_index()
+    out = out.reset_index()
+    for k in by:  # groupby turns a None key into NaN: keep "no value" as None
+        out[k] = out[k].astype(object).where(out[k].notna(), None)
+    return out
 
 
 def _period_start(buckets: pd.Series, freq: str) -> pd.Series:
