@@ -1,29 +1,20 @@
 """Live routing changes on a real Ray Serve gateway (2 replicas, the sim upstream, PostgreSQL).
 
-The gateway runs on this module's own ports with Ray's token auth on, next to a second
-Serve application (a bystander) that every change must leave running. Starting it takes
-30-40 s on 2 cores, once for the module.
+The gateway (tests/routing/conftest.py) runs with Ray's token auth on, next to a second
+Serve application (a bystander) that every change must leave running.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import secrets
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from db.routing_audit import list_routing_changes
-from gateway.config import Config, load_config
 from gateway.routing_settings import RoutingError
 from gateway.routing_update import (
     RoutingUpdateError,
@@ -31,132 +22,11 @@ from gateway.routing_update import (
     apply_routing_change,
     read_live_routing,
 )
-from tests.fixtures.gateway import PROVIDER_SECRET, gateway_config
+from tests.routing.live_gateway import BYSTANDER, RoutingGateway
 
 pytestmark = pytest.mark.ray
 
-REPO = Path(__file__).resolve().parents[2]
-# this module's ports (the routing range); Ray's client and agent ports follow the head's
-GATEWAY_PORT = 19380
-DASHBOARD_PORT = 19382
-METRICS_PORT = 19383
-HEAD_PORT = 19384
-COSTGATE = [sys.executable, "-m", "gateway.cli"]
-BYSTANDER = "bystander"
 SEEDS_MIX = {"deepseek-v3.2": "60", "gemini-2.5-flash": "30", "claude-sonnet-4.5": "10"}
-
-
-@dataclasses.dataclass
-class RoutingGateway:
-    base_url: str
-    dashboard_url: str
-    app_name: str
-    config_path: Path
-    cfg: Config
-    database_url: str
-    env: dict[str, str]
-
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*COSTGATE, *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-
-    def admin(self) -> ServeAdmin:
-        return ServeAdmin(self.dashboard_url)
-
-    def replica_pids(self, app: str | None = None) -> set[int]:
-        with self.admin() as admin:
-            details = admin.instance()["applications"][app or self.app_name]
-        return {r["pid"] for d in details["deployments"].values() for r in d["replicas"]}
-
-
-def deploy_bystander(dashboard: str) -> None:
-    """Add a second application, as another team's app on the same cluster would be."""
-    with ServeAdmin(dashboard) as admin:
-        current = admin.instance()
-        body = {k: current[k] for k in ("proxy_location", "http_options") if current.get(k)}
-        body["applications"] = [
-            a["deployed_app_config"] for a in current["applications"].values()
-        ] + [
-            {
-                "name": BYSTANDER,
-                "route_prefix": "/bystander",
-                "import_path": "tests.routing.serve_probe_app:app",
-                "deployments": [
-                    {
-                        "name": "ProbeIngress",
-                        "num_replicas": 1,
-                        "ray_actor_options": {"num_cpus": 0},
-                        "user_config": {"routing": {"version": 42}},
-                    }
-                ],
-            }
-        ]
-        admin.put(body)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            app = admin.instance()["applications"].get(BYSTANDER) or {}
-            if app.get("status") == "RUNNING":
-                return
-            time.sleep(0.5)
-    raise AssertionError(f"the bystander app did not start: {app}")
-
-
-@pytest.fixture(scope="module")
-def routing_gateway(
-    sim_server: Any, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RoutingGateway]:
-    workdir = tmp_path_factory.mktemp("routing-gw")
-    config_path = gateway_config(
-        Path(sim_server.config_path),
-        workdir / "costgate.yaml",
-        port=GATEWAY_PORT,
-        require_keys=False,
-        ray={
-            "head_port": HEAD_PORT,
-            "dashboard_port": DASHBOARD_PORT,
-            "metrics_export_port": METRICS_PORT,
-        },
-    )
-    token = secrets.token_hex(32)
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=database_url,
-        COSTGATE_STATE_DIR=str(workdir / "state"),
-        OPENAI_API_KEY=PROVIDER_SECRET,
-        DEEPSEEK_API_KEY=PROVIDER_SECRET,
-        RELAY_API_KEY=PROVIDER_SECRET,
-        # Ray's token auth, on and with a token of our own, whatever ~/.ray holds
-        RAY_AUTH_MODE="token",
-        RAY_AUTH_TOKEN=token,
-        # the bystander's module must be importable by Ray's workers
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
-    )
-    gw = RoutingGateway(
-        base_url=f"http://127.0.0.1:{GATEWAY_PORT}",
-        dashboard_url=f"http://127.0.0.1:{DASHBOARD_PORT}",
-        app_name="costgate",
-        config_path=config_path,
-        cfg=load_config(config_path),
-        database_url=database_url,
-        env=env,
-    )
-    mp = pytest.MonkeyPatch()
-    mp.setenv("RAY_AUTH_TOKEN", token)  # for this process's REST calls
-    mp.setenv("DATABASE_URL", database_url)
-    try:
-        up = gw.cli("up", "--config", str(config_path))
-        if up.returncode != 0:
-            pytest.fail(f"costgate up failed:\n{up.stdout}\n{up.stderr}")
-        deploy_bystander(gw.dashboard_url)
-        yield gw
-    finally:
-        gw.cli("down", "--config", str(config_path))
-        mp.undo()
 
 
 def set_auto(gw: RoutingGateway, weights: dict[str, str], note: str) -> None:
