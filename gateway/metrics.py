@@ -54,11 +54,12 @@ from gateway.metrics_catalog import (
     UPSTREAM_ATTEMPTS,
     WRITER_STAT_METRICS,
     Kind,
+    MetricDef,
 )
 from gateway.metrics_exposition import CONTENT_TYPE_LATEST, render_totals
 from gateway.metrics_hub import HubState, hub_handle
 from gateway.metrics_labels import LabelGuard, status_class
-from gateway.metrics_snapshot import SeriesStore, Snapshot
+from gateway.metrics_snapshot import Labels, Number, SeriesStore, Snapshot
 from gateway.usage_record import RequestStatus, UsageRecord
 
 __all__ = [
@@ -163,15 +164,17 @@ class ReplicaMetrics:
         lbl = self._labels.value
         model = lbl("model", record.model)
         provider = lbl("provider", record.provider)
-        alias = lbl("alias", record.alias)
-        app = lbl("app", record.app) if self._per_app else ""
-        req = (model, provider, alias, app)
+        req = (
+            model,
+            provider,
+            lbl("alias", record.alias),
+            lbl("app", record.app) if self._per_app else "",
+        )
         sc = status_class(record)
-        store = self._store
-        store.inc(REQUESTS, (*req, sc))
+        incs: list[tuple[MetricDef, Labels, Number]] = [(REQUESTS, (*req, sc), 1)]
         if record.status in (RequestStatus.CLIENT_ERROR, RequestStatus.UPSTREAM_ERROR):
             reason = lbl("reason", record.error_class or record.status.value)
-            store.inc(REQUEST_ERRORS, (model, provider, reason))
+            incs.append((REQUEST_ERRORS, (model, provider, reason), 1))
         for kind, n in (
             ("prompt", record.prompt_tokens),
             ("cached_prompt", record.cached_prompt_tokens),
@@ -179,25 +182,26 @@ class ReplicaMetrics:
             ("reasoning", record.reasoning_tokens),
         ):
             if n:
-                store.inc(TOKENS, (*req, kind), n)
+                incs.append((TOKENS, (*req, kind), n))
         actual, listed = record.actual_cost_usd, record.list_cost_usd
         if actual is not None:
-            store.inc(COST_USD, req, actual)
+            incs.append((COST_USD, req, actual))
         elif record.status in (RequestStatus.OK, RequestStatus.CANCELLED):
-            store.inc(UNPRICED_REQUESTS, (model, provider))
+            incs.append((UNPRICED_REQUESTS, (model, provider), 1))
         if listed is not None:
-            store.inc(LIST_COST_USD, req, listed)
+            incs.append((LIST_COST_USD, req, listed))
         if record.baseline_cost_usd is not None:
-            store.inc(BASELINE_COST_USD, req, record.baseline_cost_usd)
+            incs.append((BASELINE_COST_USD, req, record.baseline_cost_usd))
         if actual is not None and listed is not None:
             saved = listed - actual
             if saved > 0:
-                store.inc(SAVINGS_USD, req, saved)
+                incs.append((SAVINGS_USD, req, saved))
             elif saved < 0:
-                store.inc(NEGATIVE_SAVINGS_USD, req, -saved)
-        store.observe_ms(REQUEST_DURATION, (model, provider, sc), record.latency_ms)
+                incs.append((NEGATIVE_SAVINGS_USD, req, -saved))
+        observations = [(REQUEST_DURATION, (model, provider, sc), record.latency_ms)]
         if record.ttft_ms is not None:
-            store.observe_ms(TTFT, (model, provider), record.ttft_ms)
+            observations.append((TTFT, (model, provider), record.ttft_ms))
+        self._store.add_all(incs, observations)
 
     def observe_attempt(self, model: str, provider: str, outcome: str) -> None:
         lbl = self._labels.value

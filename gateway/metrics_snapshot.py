@@ -102,9 +102,27 @@ class SeriesStore:
 
     def inc(self, metric: MetricDef, labels: Labels, amount: Number = 1) -> None:
         with self._lock:
-            series = self._counters.setdefault(metric.name, {})
-            series[labels] = series.get(labels, 0) + amount
+            self._inc(metric, labels, amount)
             self._version += 1
+
+    def add_all(
+        self,
+        incs: Iterable[tuple[MetricDef, Labels, Number]],
+        observations: Iterable[tuple[MetricDef, Labels, int]] = (),
+    ) -> None:
+        """Many updates under one lock: what one request changes, at once."""
+        with self._lock:
+            for metric, labels, amount in incs:
+                self._inc(metric, labels, amount)
+            for metric, labels, ms in observations:
+                self._observe(metric, labels, ms)
+            self._version += 1
+
+    def _inc(self, metric: MetricDef, labels: Labels, amount: Number) -> None:
+        series = self._counters.get(metric.name)
+        if series is None:
+            series = self._counters[metric.name] = {}
+        series[labels] = series.get(labels, 0) + amount
 
     def set_counter(self, metric: MetricDef, labels: Labels, value: Number) -> None:
         """For counts kept cumulatively elsewhere (the record writer's)."""
@@ -114,18 +132,21 @@ class SeriesStore:
 
     def observe_ms(self, metric: MetricDef, labels: Labels, ms: int) -> None:
         with self._lock:
-            bounds = self._bounds_ms.get(metric.name)
-            if bounds is None:
-                bounds = self._bounds_ms[metric.name] = [round(b * 1000) for b in metric.buckets]
-            series = self._hist.setdefault(metric.name, {})
-            cells = series.get(labels)
-            if cells is None:
-                cells = series[labels] = [0] * (len(bounds) + 3)
-            # `le` is inclusive: a value equal to a bound belongs to that bucket
-            cells[bisect.bisect_left(bounds, ms)] += 1
-            cells[-2] += 1
-            cells[-1] += ms
+            self._observe(metric, labels, ms)
             self._version += 1
+
+    def _observe(self, metric: MetricDef, labels: Labels, ms: int) -> None:
+        bounds = self._bounds_ms.get(metric.name)
+        if bounds is None:
+            bounds = self._bounds_ms[metric.name] = [round(b * 1000) for b in metric.buckets]
+        series = self._hist.setdefault(metric.name, {})
+        cells = series.get(labels)
+        if cells is None:
+            cells = series[labels] = [0] * (len(bounds) + 3)
+        # `le` is inclusive: a value equal to a bound belongs to that bucket
+        cells[bisect.bisect_left(bounds, ms)] += 1
+        cells[-2] += 1
+        cells[-1] += ms
 
     def set_gauge(self, metric: MetricDef, labels: Labels, value: Number) -> None:
         with self._lock:

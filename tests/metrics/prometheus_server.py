@@ -57,11 +57,16 @@ class PrometheusServer:
 
 @contextlib.contextmanager
 def prometheus_scraping(
-    target: str, workdir: Path, interval_s: int = 1
+    target: str, workdir: Path, interval_s: int = 3
 ) -> Iterator[PrometheusServer]:
     """Start Prometheus scraping `target` (host:port, path /metrics); stop it at exit."""
     config = {
-        "global": {"scrape_interval": f"{interval_s}s", "evaluation_interval": "15s"},
+        # a timeout as long as the interval: on 2 busy cores a scrape may take a while
+        "global": {
+            "scrape_interval": f"{interval_s}s",
+            "scrape_timeout": f"{interval_s}s",
+            "evaluation_interval": "15s",
+        },
         "scrape_configs": [
             {
                 "job_name": "costgate",

@@ -196,6 +196,7 @@ def test_metrics_totals_equal_the_ledger_and_prometheus_sees_the_same(gateway, s
         got = _poll(
             lambda: prom.scalar(f'sum(costgate_requests_total{{app="{APP}"}})'),
             lambda v: v == n,
+            timeout_s=60,
         )
         assert got == n, prom.targets()
         assert prom.targets_up()
