@@ -93,6 +93,12 @@ class RayHubClient:
 
     async def _call(self, method: str, *args: object) -> object:
         if self._handle is None:
+            import ray
+
+            # creating an actor would start a whole local Ray cluster in a process that
+            # has none (a test, a script): refuse instead
+            if not ray.is_initialized():
+                raise RuntimeError("Ray is not initialized: no metrics hub to talk to")
             self._handle = await asyncio.to_thread(hub_handle, self._app_name)
         try:
             ref = getattr(self._handle, method).remote(*args)

@@ -232,3 +232,18 @@ async def test_render_metrics_pushes_this_processes_news_first():
         assert total(text, "costgate_requests_total") == 1
     finally:
         await r.close()
+
+
+async def test_without_ray_the_default_hub_refuses_instead_of_starting_a_cluster(monkeypatch):
+    import ray
+
+    import gateway.metrics
+
+    created = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(gateway.metrics, "hub_handle", lambda app: created.append(app))
+    r = ReplicaMetrics("r1", "costgate")
+    r.observe_request(make_record())
+    with pytest.raises(RuntimeError, match="not initialized"):
+        await r.push()
+    assert created == []
