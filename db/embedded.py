@@ -14,6 +14,7 @@ import logging
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 STATE_DIR_ENV = "COSTGATE_STATE_DIR"
 
@@ -36,22 +37,26 @@ def ensure_embedded(pgdata: Path | None = None) -> str:
     """Start (or reuse) the embedded server and return its libpq URL (Unix socket)."""
     pgdata = pgdata or pgdata_dir()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():
-        # platformdirs warns when XDG_RUNTIME_DIR is unset; pgserver only keeps a lock there
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        # cleanup_mode=None: the server outlives this process (other processes share it)
-        server = pgserver.get_server(pgdata, cleanup_mode=None)
+    pgserver = _pgserver()
+    # cleanup_mode=None: the server outlives this process (other processes share it)
+    server = pgserver.get_server(pgdata, cleanup_mode=None)
     url: str = server.get_uri()
     log.info("embedded PostgreSQL at %s", pgdata)
     return url
 
 
-def embedded_running(pgdata: Path | None = None) -> bool:
-    from pgserver.utils import PostmasterInfo
+def _pgserver() -> Any:
+    with warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset; pgserver only keeps a lock there
+        warnings.simplefilter("ignore")
+        import pgserver
+        import pgserver.utils
 
-    info = PostmasterInfo.read_from_pgdata(pgdata or pgdata_dir())
+    return pgserver
+
+
+def embedded_running(pgdata: Path | None = None) -> bool:
+    info = _pgserver().utils.PostmasterInfo.read_from_pgdata(pgdata or pgdata_dir())
     return info is not None and info.is_running()
 
 
@@ -60,6 +65,7 @@ def stop_embedded(pgdata: Path | None = None) -> bool:
     pgdata = pgdata or pgdata_dir()
     if not embedded_running(pgdata):
         return False
+    _pgserver()
     from pgserver._commands import pg_ctl
 
     # as root, pgserver runs postgres as its own unprivileged system user
