@@ -162,3 +162,28 @@ def test_bad_worker_counts_are_refused(tmp_path):
         _generate(tmp_path, "--workers", "5:1:3")
     with pytest.raises(SystemExit):
         _generate(tmp_path, "--workers", "two")
+
+
+def test_serve_autoscaling_in_the_config_turns_on_kuberay_autoscaling(tmp_path):
+    data = yaml.safe_load(CONTAINER_CONFIG.read_text())
+    data["gateway"]["autoscaling"] = {"min_replicas": 2, "max_replicas": 6}
+    path = tmp_path / "costgate.yaml"
+    path.write_text(yaml.safe_dump(data))
+    service = _by_kind(manifests(load_config(path), path.read_text()))["RayService"]
+    assert service["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is True
+    deployment = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]["deployments"][
+        0
+    ]
+    assert deployment["autoscaling_config"]["max_replicas"] == 6
+    assert "num_replicas" not in deployment
+
+
+def test_k8s_manifest_and_the_migration_job_are_commands_costgate_accepts():
+    from gateway.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["k8s-manifest", "--config", str(CONTAINER_CONFIG)])
+    assert args.func is cli_deploy.cmd_k8s_manifest
+    job = _by_kind(yaml_docs(GENERATED))["Job"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert callable(parser.parse_args(container["args"]).func)
