@@ -112,7 +112,8 @@ class RayHubClient:
 
     async def render(self) -> bytes:
         out = await self._call("render")
-        assert isinstance(out, bytes)
+        if not isinstance(out, bytes):
+            raise TypeError(f"the metrics hub rendered {type(out).__name__}, not bytes")
         return out
 
 
