@@ -450,7 +450,10 @@ class RecordWriter:
         if not self._replays:
             return
         current = self._replays[0]
-        records, end, corrupt = _read_batch(current.path, current.offset, self._batch_size)
+        # parsing a batch of JSON lines takes milliseconds: off the event loop
+        records, end, corrupt = await asyncio.to_thread(
+            _read_batch, current.path, current.offset, self._batch_size
+        )
         if records:
             try:
                 accepted = await self._write(records)

@@ -289,3 +289,26 @@ async def test_counters_add_up_after_an_outage_with_spill(
     s = w.stats()
     assert s["queued"] == 75 and s["spooled"] == 45 and s["replayed"] == 45
     assert s["queued"] == s["written"] + s["dropped"] + s["buffer_depth"] + s["spool_depth"]
+
+
+async def test_spool_left_by_a_dead_process_is_replayed_and_its_corrupt_lines_counted(
+    database_url: str,
+    ledger_engine: Engine,
+    writer_factory: Callable[..., RecordWriter],
+    tmp_path: Path,
+) -> None:
+    proc = await asyncio.create_subprocess_exec("true")
+    await proc.wait()  # its pid is now a dead writer's
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    good = [make_record() for _ in range(3)]
+    lines = [r.to_json() + "\n" for r in good] + ["{not json}\n", good[0].to_json()[:40]]
+    (spool_dir / f"usage-spool-{proc.pid}-deadbeef0000.jsonl").write_text("".join(lines))
+
+    w = writer_factory(database_url, spool_dir=spool_dir)
+    await w.start()
+    assert w.stats()["adopted"] == 5
+    await wait_until(lambda: w.stats()["spool_depth"] == 0)
+    s = w.stats()
+    assert (s["replayed"], s["dropped"]) == (3, 2)
+    assert row_count(ledger_engine) == 3
