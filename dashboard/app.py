@@ -15,7 +15,7 @@ from dashboard.settings import load_settings
 
 PAGES = Path(__file__).resolve().parent / "pages"
 
-st.set_page_config(page_title="costgate", page_icon="💸", layout="wide")
+st.set_page_config(page_title="costgate", page_icon=":material/paid:", layout="wide")
 settings = load_settings()
 # the default views' daily rollup builds in the background while the user signs in
 queries.warm_rollup(settings.database_url)
@@ -23,15 +23,17 @@ user = session.require_user()
 navigation = st.navigation(
     {
         "Finance": [
-            st.Page(PAGES / "overview.py", title="Overview", icon="📊", default=True),
-            st.Page(PAGES / "savings.py", title="Savings", icon="💰"),
-            st.Page(PAGES / "spend.py", title="Spend", icon="🧾"),
-            st.Page(PAGES / "export.py", title="Export", icon="⬇️"),
+            st.Page(
+                PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True
+            ),
+            st.Page(PAGES / "savings.py", title="Savings", icon=":material/savings:"),
+            st.Page(PAGES / "spend.py", title="Spend", icon=":material/receipt_long:"),
+            st.Page(PAGES / "export.py", title="Export", icon=":material/download:"),
         ],
         "Ops": [
-            st.Page(PAGES / "latency_errors.py", title="Latency & errors", icon="⏱️"),
-            st.Page(PAGES / "routing.py", title="Routing", icon="🔀"),
-            st.Page(PAGES / "requests.py", title="Requests", icon="📜"),
+            st.Page(PAGES / "latency_errors.py", title="Latency & errors", icon=":material/speed:"),
+            st.Page(PAGES / "routing.py", title="Routing", icon=":material/alt_route:"),
+            st.Page(PAGES / "requests.py", title="Requests", icon=":material/list:"),
         ],
     }
 )

@@ -59,7 +59,11 @@ else:
     )
 
 st.subheader("Weights per alias")
-st.dataframe(weights_frame(settings, cfg), hide_index=True, width="stretch")
+st.dataframe(
+    weights_frame(settings, cfg).rename(columns={"share_pct": "share %"}),
+    hide_index=True,
+    width="stretch",
+)
 
 st.subheader("Change weights")
 if not ctx.user.can_edit_routing:

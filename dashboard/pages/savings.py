@@ -7,7 +7,7 @@ import streamlit as st
 from dashboard import aggregations as agg
 from dashboard import queries
 from dashboard.components.charts import time_chart
-from dashboard.components.formatting import format_usd
+from dashboard.components.formatting import format_pct, format_usd
 from dashboard.components.markers import routing_markers
 from dashboard.components.page import ledger_is_empty, no_match, refreshing, start_page
 from dashboard.components.tables import show_table
@@ -21,6 +21,7 @@ LABELS = {
     "savings_usd": "savings",
     "savings_pct": "savings %",
     "unknown_cost_requests": "unknown cost (requests)",
+    "share_pct": "share of spend %",
 }
 
 
@@ -34,7 +35,11 @@ def body() -> None:
         no_match()
         return
     cols = st.columns(4)
-    cols[0].metric("Savings vs list prices", format_usd(t.savings_usd))
+    cols[0].metric(
+        "Savings %",
+        format_pct(t.savings_pct),
+        help="Savings against list prices, as a share of list-price spend.",
+    )
     cols[1].metric(
         "Routing savings",
         format_usd(t.routing_savings_usd),

@@ -119,7 +119,7 @@ def test_filters_come_from_the_url_and_narrow_every_figure(seeded, ledger_engine
     assert same_as_shown(shown["Spend"], sums["spend"])
     assert at.query_params["app"] == "search"
     open_page(at, "savings")  # the filters follow the user to another page
-    assert same_as_shown(metrics(at)["Savings vs list prices"], sums["savings"])
+    assert same_as_shown(metrics(at)["Provider price & FX savings"], sums["savings"])
     assert same_as_shown(metrics(at)["Routing savings"], sums["routing_savings"])
 
 

@@ -1,0 +1,273 @@
+"""The dashboard in a real browser (Debian's Chromium, headless) against a running
+gateway, sim and PostgreSQL: ops sign in, read the KPIs, change a routing weight and the
+gateway routes by it; a viewer cannot. A screenshot of every page goes to
+artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+from sqlalchemy import create_engine, text
+
+from dashboard.auth import USERS_ENV, hash_password
+from db.engine import normalize_url
+from gateway.service import REQUEST_ID_HEADER
+
+pytestmark = [pytest.mark.browser, pytest.mark.ray]
+
+PORT = 19420
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PAGES = ["Overview", "Savings", "Spend", "Export", "Latency & errors", "Routing", "Requests"]
+NEW_AUTO = {"deepseek-v3.2": 0, "gemini-2.5-flash": 0, "claude-sonnet-4.5": 100}
+
+
+@pytest.fixture(scope="module")
+def dashboard(gateway, tmp_path_factory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("dashboard") / "streamlit.log"
+    env = dict(gateway.env)
+    env.update(
+        DATABASE_URL=gateway.database_url,
+        COSTGATE_RAY_DASHBOARD_URL=gateway.dashboard_url,
+        COSTGATE_APP_NAME=gateway.app_name,
+        COSTGATE_GATEWAY_URL=gateway.base_url,
+        COSTGATE_DASHBOARD_REFRESH_S="3600",  # no timer reruns while the test types
+    )
+    env[USERS_ENV] = (
+        f"olga:ops:{hash_password('ops-pass', 1000)},vic:viewer:{hash_password('view-pass', 1000)}"
+    )
+    command = [
+        *(sys.executable, "-m", "gateway.cli", "dashboard"),
+        *("--port", str(PORT), "--config", str(gateway.config_path)),
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{PORT}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/_stcore/health", timeout=2).status_code == 200:
+                    break
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"the dashboard did not start:\n{log.read_text()}")
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)  # its own session: the server and nothing else
+        proc.wait(15)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def ledger_count(database_url: str, where: str = "TRUE", **params) -> int:
+    engine = create_engine(normalize_url(database_url))
+    try:
+        with engine.connect() as conn:
+            return conn.execute(
+                text(f"SELECT count(*) FROM usage_records WHERE {where}"), params
+            ).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def send_requests(gateway, n: int, model: str = "auto") -> set[str]:
+    """n chat completions through the gateway; waits until the ledger holds every row."""
+    ids = set()
+    with gateway.client() as client:
+        for i in range(n):
+            resp = client.post(
+                "/v1/chat/completions",
+                json={"model": model, "messages": [{"role": "user", "content": f"hello {i}"}]},
+            )
+            assert resp.status_code == 200, resp.text
+            ids.add(resp.headers[REQUEST_ID_HEADER])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = ledger_count(gateway.database_url, "request_id::text = ANY(:ids)", ids=list(ids))
+        if found == n:
+            return ids
+        time.sleep(0.5)
+    pytest.fail(f"only {found} of {n} rows reached the ledger")
+
+
+def settle(page: Page) -> None:
+    """Until Streamlit has finished running the script and drawing."""
+    page.wait_for_timeout(300)
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+    expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=60_000)
+    page.wait_for_timeout(700)  # charts and grids paint after the script ends
+
+
+def sign_in(page: Page, url: str, name: str, password: str) -> None:
+    page.goto(url)
+    page.get_by_role("textbox", name="Name").fill(name)
+    page.get_by_role("textbox", name="Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=120_000)
+    settle(page)
+
+
+def open_page(page: Page, title: str) -> None:
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
+    expect(page.get_by_role("heading", name=title).first).to_be_visible(timeout=60_000)
+    settle(page)
+
+
+def shot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def metric_value(page: Page, label: str) -> str:
+    tile = page.get_by_test_id("stMetric").filter(
+        has=page.get_by_test_id("stMetricLabel").get_by_text(label, exact=True)
+    )
+    return tile.get_by_test_id("stMetricValue").inner_text().strip()
+
+
+def edit_weights(page: Page, weights: list[int]) -> None:
+    """Type the weights into the editor's weight column, top to bottom (a canvas grid:
+    click a cell, type, Enter)."""
+    grid = page.get_by_test_id("stDataFrame").filter(has_not_text="alias").last
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    assert box is not None
+    row_h = 35
+    for i, weight in enumerate(weights):
+        x = box["x"] + box["width"] - 30  # the weight column is the last one
+        y = box["y"] + row_h * (i + 1) + row_h / 2  # below the header row
+        page.mouse.click(x, y)
+        page.keyboard.type(str(weight))
+        page.keyboard.press("Enter")
+        page.wait_for_timeout(300)
+
+
+def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dashboard, browser):
+    send_requests(gateway, 12)
+    start = dt.datetime.combine(
+        dt.datetime.now(dt.UTC).date() - dt.timedelta(days=29), dt.time(), dt.UTC
+    )
+    expected_requests = ledger_count(gateway.database_url, "started_at >= :s", s=start)
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    sign_in(page, dashboard, "olga", "ops-pass")
+    assert metric_value(page, "Requests") == f"{expected_requests:,}"
+    assert metric_value(page, "Spend").startswith("$")
+    for title in PAGES:
+        if title != "Overview":
+            open_page(page, title)
+        shot(page, "ops-" + title.lower().replace(" & ", "-").replace(" ", "-"))
+
+    open_page(page, "Routing")
+    expect(page.get_by_text("Live weights of Serve app")).to_be_visible()
+    edit_weights(page, list(NEW_AUTO.values()))
+    page.get_by_role("button", name="Review change").click()
+    expect(page.get_by_text("Confirm the change of")).to_be_visible(timeout=30_000)
+    page.get_by_role("textbox", name="Note (why)").fill("browser test: all auto to claude")
+    page.get_by_role("textbox", name="Note (why)").press("Enter")
+    settle(page)
+    shot(page, "ops-routing-confirm")
+    changed_at = dt.datetime.now(dt.UTC)
+    page.get_by_role("button", name="Confirm and apply").click()
+    expect(page.get_by_text("Applied:")).to_be_visible(timeout=120_000)
+    settle(page)
+    shot(page, "ops-routing-applied")
+
+    try:
+        ids = send_requests(gateway, 20)
+        engine = create_engine(normalize_url(gateway.database_url))
+        with engine.connect() as conn:
+            models = (
+                conn.execute(
+                    text(
+                        "SELECT DISTINCT model FROM usage_records "
+                        "WHERE request_id::text = ANY(:ids)"
+                    ),
+                    {"ids": list(ids)},
+                )
+                .scalars()
+                .all()
+            )
+            audit = conn.execute(
+                text(
+                    "SELECT actor, alias, after, note FROM routing_changes "
+                    "WHERE changed_at >= :t ORDER BY id DESC LIMIT 1"
+                ),
+                {"t": changed_at - dt.timedelta(seconds=5)},
+            ).one()
+        engine.dispose()
+        assert models == ["claude-sonnet-4.5"]
+        assert (audit.actor, audit.alias, audit.note) == (
+            "olga",
+            "auto",
+            "browser test: all auto to claude",
+        )
+        assert {m: float(w) for m, w in audit.after.items()} == NEW_AUTO
+    finally:
+        from gateway.routing_update import apply_routing_change
+
+        apply_routing_change(
+            gateway.dashboard_url,
+            gateway.app_name,
+            "auto",
+            dict(gateway.cfg.aliases["auto"].candidates),
+            actor="test-cleanup",
+            note="restore after the browser test",
+            database_url=gateway.database_url,
+            gateway_url=gateway.base_url,
+        )
+    page.close()
+
+
+def test_a_viewer_sees_routing_but_cannot_edit_it(dashboard, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    sign_in(page, dashboard, "vic", "view-pass")
+    open_page(page, "Routing")
+    expect(page.get_by_text("only ops can change routing")).to_be_visible()
+    expect(page.get_by_role("button", name="Review change")).to_have_count(0)
+    expect(page.get_by_text("Weights per alias")).to_be_visible()
+    shot(page, "viewer-routing")
+    page.close()
+
+
+def test_wrong_password_is_refused(dashboard, browser):
+    page = browser.new_page()
+    page.goto(dashboard)
+    page.get_by_role("textbox", name="Name").fill("olga")
+    page.get_by_role("textbox", name="Password").fill("not-it")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_text("Wrong name or password.")).to_be_visible(timeout=30_000)
+    expect(page.get_by_role("heading", name="Overview")).to_have_count(0)
+    page.close()
