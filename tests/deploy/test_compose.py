@@ -111,3 +111,18 @@ def test_prometheus_scrapes_the_gateway_service_on_its_port():
     cfg = load_config(ROOT / "deploy" / "config" / "costgate.yaml")
     assert targets == [f"gateway:{cfg.gateway.port}"]
     assert prom["scrape_configs"][0]["metrics_path"] == "/metrics"
+
+
+@pytest.mark.parametrize("service", COSTGATE_SERVICES)
+def test_python_healthchecks_are_valid_python_probing_the_services_own_port(service):
+    svc = compose()["services"][service]
+    kind, exe, flag, code = svc["healthcheck"]["test"]
+    assert (kind, exe, flag) == ("CMD", "python", "-c")
+    compile(code, f"{service} healthcheck", "exec")
+    port = re.search(r"127\.0\.0\.1:(\d+)/", code).group(1)
+    listens = {
+        "gateway": str(load_config(ROOT / "deploy" / "config" / "costgate.yaml").gateway.port),
+        "dashboard": "8501",
+        "sim": "9100",
+    }
+    assert port == listens[service]
