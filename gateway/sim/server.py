@@ -114,6 +114,7 @@ class _NoResponse(Response):
     """For a connection already aborted: there is nobody to answer."""
 
     def __init__(self) -> None:
+        # nginx's "client closed request": how the stats count requests nobody got back
         super().__init__(status_code=499)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
