@@ -118,7 +118,8 @@ class ServeAdmin:
                 f"cannot reach the Ray dashboard at {self._client.base_url}: {err}"
             ) from None
         _raise_for(resp, "reading the Serve applications")
-        return resp.json()
+        body: dict[str, Any] = resp.json()
+        return body
 
     def put(self, config: dict[str, Any]) -> None:
         try:
@@ -174,9 +175,9 @@ def ingress_deployment(app: Mapping[str, Any]) -> str:
         and "routing" in d["deployment_config"]["user_config"]
     ]
     if len(holding) == 1:
-        return holding[0]
+        return str(holding[0])
     if len(deployments) == 1:
-        return next(iter(deployments))
+        return str(next(iter(deployments)))
     raise RoutingUpdateError(f"cannot tell the ingress deployment of {app.get('name')!r}")
 
 
@@ -207,7 +208,8 @@ def _app(instance: Mapping[str, Any], app_name: str) -> dict[str, Any]:
         raise RoutingUpdateError(
             f"no Serve application named {app_name!r} is running (running: {running})"
         )
-    return apps[app_name]
+    app: dict[str, Any] = apps[app_name]
+    return app
 
 
 def _replica_pids(app: Mapping[str, Any], deployment: str) -> tuple[int, ...]:
@@ -490,8 +492,11 @@ def _wait_rolled_out(
             pids = _replica_pids(_app(instance, app_name), ingress)
             if gateway_url is None:
                 return pids
-            _wait_replicas_report(gateway_url, set(pids), version, deadline)
-            return pids
+
+            def running() -> set[int]:
+                return set(_replica_pids(_app(admin.instance(), app_name), ingress))
+
+            return tuple(sorted(_wait_replicas_report(gateway_url, running, version, deadline)))
         time.sleep(0.1)
     raise RoutingUpdateError(
         f"the change was sent, but not every replica confirmed it within {timeout_s:.0f} s "
@@ -499,16 +504,25 @@ def _wait_rolled_out(
     )
 
 
-def _wait_replicas_report(gateway_url: str, pids: set[int], version: int, deadline: float) -> None:
-    """Ask the gateway until every replica (by PID) has answered with `version` or later.
+def _wait_replicas_report(
+    gateway_url: str, running: Callable[[], set[int]], version: int, deadline: float
+) -> set[int]:
+    """Ask the gateway until every running replica (by PID) has answered with `version` or
+    later; return their PIDs.
 
     Serve's proxy spreads requests over replicas, so a few dozen requests reach all of
     them; this confirms what the controller's status says from the replicas' own mouths.
+    The set of running replicas is read again every second: an autoscaler may add one
+    (it starts on the new config) or take one away (it would never answer).
     """
     confirmed: set[int] = set()
     url = gateway_url.rstrip("/") + GATEWAY_ROUTING_PATH
+    pids = running()
+    refreshed = time.monotonic()
     with httpx.Client(timeout=5.0) as client:
         while time.monotonic() < deadline:
+            if time.monotonic() - refreshed >= 1.0:
+                pids, refreshed = running(), time.monotonic()
             try:
                 resp = client.get(url)
                 body = resp.json() if resp.is_success else {}
@@ -519,7 +533,7 @@ def _wait_replicas_report(gateway_url: str, pids: set[int], version: int, deadli
             if isinstance(pid, int) and isinstance(seen, int) and seen >= version:
                 confirmed.add(pid)
                 if pids <= confirmed:
-                    return
+                    return pids
             else:
                 time.sleep(0.05)
     missing = sorted(pids - confirmed)
