@@ -13,8 +13,10 @@ append-only spool file (JSON lines, `UsageRecord.to_json`). Once the database an
 again, and the memory buffer is drained, the spool is rotated (renamed, so appends go to a
 fresh file) and replayed batch by batch, then deleted. Spool files left by a process that
 died (or by a writer closed while the database was away) are adopted and replayed by the
-next writer that starts on the same spool directory. `close()` flushes what it can within
-its timeout and spools the rest.
+next writer started on the same spool directory, or by a running one (it looks every 30 s):
+replicas can share one spool directory, since file names carry the owner's pid and
+claiming a file is an atomic rename. `close()` flushes what it can within its timeout and
+spools the rest.
 
 Rows the database rejects for their content (a constraint or data error) are isolated
 row by row; the rejected ones go to `usage-rejected-*.jsonl` and are counted as dropped.
@@ -62,6 +64,8 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(UsageRecord)
 SPOOL_PREFIX = "usage-spool-"
 REPLAY_PREFIX = "usage-replay-"
 REJECTED_PREFIX = "usage-rejected-"
+
+ORPHAN_SCAN_INTERVAL_S = 30.0
 
 # writers alive in this process, by token: their spool files are not orphans
 _LIVE_TOKENS: set[str] = set()
@@ -197,6 +201,7 @@ class RecordWriter:
         self._closing = False
         self._closed = False
         self._deadline = float("inf")
+        self._next_orphan_scan = time.monotonic() + ORPHAN_SCAN_INTERVAL_S
         self._counts = dict.fromkeys(
             ("queued", "written", "spooled", "replayed", "dropped", "flush_errors", "adopted"), 0
         )
@@ -447,6 +452,11 @@ class RecordWriter:
             self._close_spool_file()
             lines, self._spool_lines = self._spool_lines, 0
             self._claim(self._spool_path, lines)
+        if not self._replays and time.monotonic() >= self._next_orphan_scan:
+            # a sibling replica that died after we started left its spool behind
+            self._next_orphan_scan = time.monotonic() + ORPHAN_SCAN_INTERVAL_S
+            with contextlib.suppress(OSError):
+                self._adopt_orphans()
         if not self._replays:
             return
         current = self._replays[0]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
+from gateway import record_writer
 from gateway.record_writer import COLUMNS, RecordWriter
 from gateway.usage_record import RequestStatus, UsageRecord, UsageSource
 from tests.fixtures.database import DatabaseProxy
@@ -291,19 +292,24 @@ async def test_counters_add_up_after_an_outage_with_spill(
     assert s["queued"] == s["written"] + s["dropped"] + s["buffer_depth"] + s["spool_depth"]
 
 
+async def dead_pid() -> int:
+    proc = await asyncio.create_subprocess_exec("true")
+    await proc.wait()
+    return proc.pid
+
+
 async def test_spool_left_by_a_dead_process_is_replayed_and_its_corrupt_lines_counted(
     database_url: str,
     ledger_engine: Engine,
     writer_factory: Callable[..., RecordWriter],
     tmp_path: Path,
 ) -> None:
-    proc = await asyncio.create_subprocess_exec("true")
-    await proc.wait()  # its pid is now a dead writer's
+    pid = await dead_pid()
     spool_dir = tmp_path / "spool"
     spool_dir.mkdir()
     good = [make_record() for _ in range(3)]
     lines = [r.to_json() + "\n" for r in good] + ["{not json}\n", good[0].to_json()[:40]]
-    (spool_dir / f"usage-spool-{proc.pid}-deadbeef0000.jsonl").write_text("".join(lines))
+    (spool_dir / f"usage-spool-{pid}-deadbeef0000.jsonl").write_text("".join(lines))
 
     w = writer_factory(database_url, spool_dir=spool_dir)
     await w.start()
@@ -312,3 +318,20 @@ async def test_spool_left_by_a_dead_process_is_replayed_and_its_corrupt_lines_co
     s = w.stats()
     assert (s["replayed"], s["dropped"]) == (3, 2)
     assert row_count(ledger_engine) == 3
+
+
+async def test_a_running_writer_adopts_the_spool_of_a_sibling_that_died_later(
+    database_url: str,
+    ledger_engine: Engine,
+    writer_factory: Callable[..., RecordWriter],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(record_writer, "ORPHAN_SCAN_INTERVAL_S", 0.2)
+    spool_dir = tmp_path / "spool"
+    w = writer_factory(database_url, spool_dir=spool_dir)
+    await w.start()
+    orphan = spool_dir / f"usage-spool-{await dead_pid()}-cafe00000000.jsonl"
+    orphan.write_text("".join(make_record().to_json() + "\n" for _ in range(4)))
+    await wait_until(lambda: w.stats()["replayed"] == 4)
+    assert row_count(ledger_engine) == 4 and not orphan.exists()
