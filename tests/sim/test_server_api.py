@@ -109,6 +109,21 @@ def test_n_choices_and_tool_calls_through_the_sdk(client):
     assert "query" in json.loads(arguments)
 
 
+def test_a_stream_of_several_choices_ends_each_and_counts_them_all(client):
+    chunks = list(client.chat.completions.create(
+        model="gpt-4.1-mini", messages=HELLO, n=3, stream=True,
+        stream_options={"include_usage": True}))
+    pieces = {0: 0, 1: 0, 2: 0}
+    finished = set()
+    for chunk in chunks[:-1]:
+        (choice,) = chunk.choices
+        pieces[choice.index] += bool(choice.delta.content)
+        if choice.finish_reason:
+            finished.add(choice.index)
+    assert finished == {0, 1, 2}
+    assert chunks[-1].usage.completion_tokens == sum(pieces.values())
+
+
 def test_json_mode_content_is_valid_json(client):
     reply = client.chat.completions.create(model="gpt-4o-mini", messages=HELLO,
                                            response_format={"type": "json_object"})
