@@ -41,9 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rounds", type=int, default=2,
                         help="targets take turns this many times (default 2)")
     parser.add_argument("--upstream-ms", metavar="TTFT[,PER_TOKEN]",
-                        help="set the sim's latency for the model during the run through its "
-                        "control API, e.g. 0 (pure overhead) or 200,0 (the sim is found like the direct "
-                        "target: --sim, or the provider's base_url in --config)")
+                        help="set the sim's latency for the model during the run through "
+                        "its control API, e.g. 0 (pure overhead) or 200,0 (the sim is found "
+                        "like the direct target: --sim, or the provider's base_url)")
     parser.add_argument("--timeout", type=float, default=60.0, help="per request, seconds")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
