@@ -66,7 +66,7 @@ def stop_embedded(pgdata: Path | None = None) -> bool:
     if not embedded_running(pgdata):
         return False
     _pgserver()
-    from pgserver._commands import pg_ctl
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at import
 
     # as root, pgserver runs postgres as its own unprivileged system user
     user = "pgserver" if os.name == "posix" and os.geteuid() == 0 else None

@@ -13,7 +13,6 @@ import datetime as dt
 import hashlib
 import secrets
 import uuid
-from typing import Any
 
 from sqlalchemy import Engine, Select, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -98,12 +97,17 @@ def _listing(engine: Engine, key_id: uuid.UUID) -> KeyListing:
         return KeyListing(*conn.execute(_listing_query().where(ApiKey.id == key_id)).one())
 
 
-def _listing_query() -> Select[Any]:
-    return (
+# columns in KeyListing's order (the team is NULL for an app without one)
+_Listing = Select[uuid.UUID, str, str, str, dt.datetime, dt.datetime | None]
+
+
+def _listing_query() -> _Listing:
+    query: _Listing = (
         select(ApiKey.id, App.name, Team.name, ApiKey.prefix, ApiKey.created_at, ApiKey.revoked_at)
         .join(App, ApiKey.app_id == App.id)
         .outerjoin(Team, App.team_id == Team.id)
     )
+    return query
 
 
 def list_keys(

@@ -82,17 +82,15 @@ def sync_prices(engine_or_url: Engine | str | None, cfg: Config) -> SyncResult:
                 .returning(PriceVersionRow.id)
             )
             inserted = len(result.all())
-        stmt = pg_insert(ProviderBilling).values(billing)
+        upsert = pg_insert(ProviderBilling).values(billing)
         changed_cols = ("currency", "fx_per_usd", "multiplier", "price_table")
-        stmt = stmt.on_conflict_do_update(
+        excluded = upsert.excluded
+        upsert_changed = upsert.on_conflict_do_update(
             index_elements=["provider"],
-            set_={**{c: stmt.excluded[c] for c in changed_cols}, "updated_at": func.now()},
+            set_={**{c: excluded[c] for c in changed_cols}, "updated_at": func.now()},
             where=or_(
-                *(
-                    getattr(ProviderBilling, c).is_distinct_from(stmt.excluded[c])
-                    for c in changed_cols
-                )
+                *(getattr(ProviderBilling, c).is_distinct_from(excluded[c]) for c in changed_cols)
             ),
         ).returning(ProviderBilling.provider)
-        providers_changed = len(conn.execute(stmt).all())
+        providers_changed = len(conn.execute(upsert_changed).all())
     return SyncResult(inserted, len(versions), providers_changed)
