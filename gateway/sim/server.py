@@ -442,6 +442,8 @@ def make_server(app: Starlette, host: str, port: int) -> uvicorn.Server:
     config = uvicorn.Config(
         app, host=host, port=port, loop="uvloop", http=_TransportInScope, lifespan="off",
         access_log=False, log_level="warning", backlog=4096, timeout_keep_alive=30,
+        # a hanging or slow stream must not hold up Ctrl-C / SIGTERM for minutes
+        timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)
     app.state.sim.server = server
