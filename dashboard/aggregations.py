@@ -465,10 +465,15 @@ def normalize_histogram(frame: pd.DataFrame) -> pd.DataFrame:
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 
 
+def _bin_counts(hist: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Histograms summed over every other dimension: a few thousand rows at most."""
+    return hist.groupby([*keys, "metric", "bin"], dropna=False)["requests"].sum().reset_index()
+
+
 def latency_table(hist: pd.DataFrame) -> pd.DataFrame:
     """The seeds' latency table: per model, requests and p50/p95/p99 latency and TTFT (ms)."""
     rows = []
-    for model, g in hist.groupby("model", dropna=False, sort=True):
+    for model, g in _bin_counts(hist, ["model"]).groupby("model", dropna=False, sort=True):
         lat = g[g["metric"] == "latency"]
         ttft = g[g["metric"] == "ttft"]
         row: dict[str, Any] = {
@@ -494,7 +499,7 @@ def latency_series(hist: pd.DataFrame, freq: str) -> pd.DataFrame:
     """p50/p95 latency and p95 TTFT per period."""
     if hist.empty:
         return pd.DataFrame(columns=["period", "latency_p50_ms", "latency_p95_ms", "ttft_p95_ms"])
-    frame = hist.assign(period=_period_start(hist["bucket"], freq))
+    frame = _bin_counts(hist.assign(period=_period_start(hist["bucket"], freq)), ["period"])
     rows = []
     for period, g in frame.groupby("period", sort=True):
         rows.append(
