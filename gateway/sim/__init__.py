@@ -7,6 +7,9 @@ behaviour.py the pure plan of a reply: latencies, lengths, tool calls, usage
 faults.py    which fault a request suffers (pure table, one draw per request)
 bodies.py    OpenAI-shaped JSON bodies and SSE chunks
 stats.py     counters for tests (the Authorization header only as a hash)
-server.py    Starlette on uvicorn: the API, streaming, faults, the /_sim control API
+state.py     what the routes share: settings, fault table, counters, overrides
+responses.py connection resets, streams that stop when the client leaves
+control.py   the /_sim control API
+server.py    Starlette on uvicorn: the chat API, streaming, faults; build_app, serve
 process.py   the sim as a child process, and a client of its control API
 """

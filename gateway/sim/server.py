@@ -1,4 +1,4 @@
-"""The simulator's HTTP side: OpenAI's chat API, streaming, faults and a control API.
+"""The simulator's HTTP side: OpenAI's chat API with latencies, streaming and faults.
 
 Starlette on uvicorn (uvloop + httptools), because the gateway's overhead is measured as
 the difference against this server: it must add as little as it can. Routes:
@@ -7,7 +7,7 @@ the difference against this server: it must add as little as it can. Routes:
   GET  /v1/models, GET /{provider}/v1/models
   GET|PUT|DELETE /_sim/faults      faults at run time (PUT {"model", "kind", ...})
   GET|PUT|DELETE /_sim/behaviour   latency and length overrides per model
-  GET /_sim/stats, GET /_sim/requests, POST /_sim/reset, GET /healthz
+  GET /_sim/stats, GET /_sim/requests, POST /_sim/reset, GET /healthz  (control.py)
 """
 
 from __future__ import annotations
@@ -16,37 +16,33 @@ import asyncio
 import json
 import math
 import os
-import random
-import socket
-import struct
 import time
 from collections.abc import AsyncGenerator
-from typing import Any
 
 import uvicorn
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.sim import bodies
-from gateway.sim.behaviour import PromptCache, ReplyPlan, plan_reply
-from gateway.sim.faults import ActiveFault, FaultTable
+from gateway.sim import bodies, control
+from gateway.sim.behaviour import ReplyPlan, plan_reply
+from gateway.sim.faults import ActiveFault
 from gateway.sim.request import ChatRequest, InvalidRequest, parse_chat_request
-from gateway.sim.settings import (
-    FAULT_KINDS,
-    Behaviour,
-    BehaviourOverride,
-    FaultSpec,
-    SimSettings,
+from gateway.sim.responses import (
+    JSON,
+    TRANSPORT_EXTENSION,
+    EventStream,
+    NoResponse,
+    PartialThenReset,
+    abort_connection,
+    sleep_unless_disconnected,
+    until_disconnected,
 )
-from gateway.sim.stats import SimStats
+from gateway.sim.settings import SimSettings
+from gateway.sim.state import SimState, sim_state
 
-TRANSPORT_EXTENSION = "costgate.sim.transport"
-JSON = "application/json"
 _ERRORS = {
     "error_500": (500, "The server had an error while processing your request.", "server_error"),
     "error_502": (502, "Bad gateway.", "server_error"),
@@ -57,162 +53,16 @@ _ERRORS = {
 }
 
 
-class SimState:
-    """Everything the routes share; one per app, touched only from the event loop."""
-
-    def __init__(self, settings: SimSettings, served_models: tuple[str, ...]):
-        self.settings = settings
-        self.served = frozenset(served_models)
-        self.model_ids = list(served_models)
-        self.faults = FaultTable(settings.faults)
-        self.stats = SimStats()
-        self.prompt_cache = PromptCache(settings.prompt_cache_min_tokens)
-        self.rng = random.Random(settings.seed)
-        self.overrides: dict[str, BehaviourOverride] = {}
-        self._behaviours: dict[str, Behaviour] = {}
-        self.server: uvicorn.Server | None = None
-
-    def behaviour(self, model: str) -> Behaviour:
-        found = self._behaviours.get(model)
-        if found is None:
-            found = self.settings.behaviour(model).merged(self.overrides.get(model))
-            self._behaviours[model] = found
-        return found
-
-    def override(self, model: str, override: BehaviourOverride | None) -> None:
-        if override is None:
-            self.overrides.pop(model, None)
-        else:
-            old = self.overrides.get(model)
-            merged = {**(old.model_dump(exclude_none=True) if old else {}),
-                      **override.model_dump(exclude_none=True)}
-            self.overrides[model] = BehaviourOverride(**merged)
-        self._behaviours.clear()
-
-    def reset(self) -> None:
-        self.faults.reset()
-        self.stats.reset()
-        self.prompt_cache.clear()
-        self.overrides.clear()
-        self._behaviours.clear()
-
-    def connections_open(self) -> int | None:
-        return len(self.server.server_state.connections) if self.server else None
-
-
-def _state(request: Request) -> SimState:
-    return request.app.state.sim
-
-
 def _error(status: int, message: str, kind: str, code: str | None = None,
            param: str | None = None, headers: dict[str, str] | None = None) -> Response:
     return Response(bodies.error_body(message, kind, code, param), status, headers,
                     media_type=JSON)
 
 
-class _NoResponse(Response):
-    """For a connection already aborted: there is nobody to answer."""
-
-    def __init__(self) -> None:
-        # nginx's "client closed request": how the stats count requests nobody got back
-        super().__init__(status_code=499)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        return None
-
-
-def _abort(scope: Scope) -> bool:
-    """Reset the client's TCP connection (RST, not FIN); False if the server can't."""
-    transport = scope.get("extensions", {}).get(TRANSPORT_EXTENSION)
-    if transport is None:
-        return False
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        # linger 0: close() sends RST, so the client sees "connection reset by peer"
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    transport.abort()
-    return True
-
-
-async def _until_disconnected(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _sleep_unless_disconnected(request: Request, seconds: float) -> bool:
-    """Sleep; False as soon as the client goes away (a hang must not outlive its client)."""
-    if seconds <= 0:
-        return True
-    watcher = asyncio.ensure_future(_until_disconnected(request.receive))
-    try:
-        await asyncio.wait_for(asyncio.shield(watcher), seconds)
-        return False
-    except TimeoutError:
-        return True
-    finally:
-        watcher.cancel()
-
-
-class _PartialThenReset(Response):
-    """Headers and half of the promised body, then a reset: a connection cut mid-response."""
-
-    def __init__(self, body: bytes):
-        super().__init__(body, 200, media_type=JSON)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        await send({"type": "http.response.body", "body": self.body[: len(self.body) // 2],
-                    "more_body": True})
-        await asyncio.sleep(0.01)  # let the half body leave before the reset
-        if _abort(scope):
-            await _until_disconnected(receive)
-        else:
-            raise ConnectionAbortedError("simulated reset")
-
-
-class _EventStream(Response):
-    """SSE from an async iterator, stopped as soon as the client disconnects.
-
-    Starlette's StreamingResponse does the same through an anyio task group, which costs
-    more than the rest of a simulated stream; two plain tasks do here.
-    """
-
-    media_type = "text/event-stream"
-
-    def __init__(self, chunks: AsyncGenerator[bytes, None], headers: dict[str, str]):
-        self.chunks = chunks
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"),
-                            (b"cache-control", b"no-cache"),
-                            *((k.encode(), v.encode()) for k, v in headers.items())]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        pump = asyncio.ensure_future(self._pump(send))
-        watcher = asyncio.ensure_future(_until_disconnected(receive))
-        try:
-            await asyncio.wait((pump, watcher), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (pump, watcher):
-                task.cancel()
-            await asyncio.gather(pump, watcher, return_exceptions=True)
-        if pump.done() and not pump.cancelled() and pump.exception() is not None:
-            raise pump.exception()  # type: ignore[misc]
-
-    async def _pump(self, send: Send) -> None:
-        try:
-            async for chunk in self.chunks:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        finally:
-            await self.chunks.aclose()  # its `finally` runs now, not when collected
-
-
 async def _stream(request: Request, plan: ReplyPlan, encoder: bodies.ChunkEncoder,
                   fault: str | None) -> AsyncGenerator[bytes, None]:
     """Chunks at their planned times; those due together leave in one write."""
-    state = _state(request)
+    state = sim_state(request)
     state.stats.streams_open += 1
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -241,7 +91,7 @@ async def _stream(request: Request, plan: ReplyPlan, encoder: bodies.ChunkEncode
         if fault == "mid_stream_reset":
             yield "".join(out).encode()
             await asyncio.sleep(0.01)
-            if _abort(request.scope):
+            if abort_connection(request.scope):
                 await asyncio.sleep(5)  # Starlette cancels us once the disconnect lands
             raise ConnectionAbortedError("simulated reset mid-stream")
         out.extend(encoder.closing(c) for c in plan.choices)
@@ -254,7 +104,7 @@ async def _stream(request: Request, plan: ReplyPlan, encoder: bodies.ChunkEncode
 
 
 async def chat_completions(request: Request) -> Response:
-    state = _state(request)
+    state = sim_state(request)
     stats = state.stats
     stats.in_flight += 1
     try:
@@ -304,12 +154,12 @@ async def _early_fault(request: Request, fault: ActiveFault) -> Response | None:
         status, message, error_type = _ERRORS[kind]
         return _error(status, message, error_type)
     if kind == "reset":
-        if not _abort(request.scope):
+        if not abort_connection(request.scope):
             raise ConnectionAbortedError("simulated reset")
-        await _until_disconnected(request.receive)
-        return _NoResponse()
-    if kind == "hang" and not await _sleep_unless_disconnected(request, fault.spec.hang_s):
-        return _NoResponse()
+        await until_disconnected(request.receive)
+        return NoResponse()
+    if kind == "hang" and not await sleep_unless_disconnected(request, fault.spec.hang_s):
+        return NoResponse()
     return None
 
 
@@ -321,90 +171,22 @@ async def _answer(request: Request, state: SimState, chat: ChatRequest,
     headers = {"x-request-id": request_id}
     if chat.stream:
         encoder = bodies.ChunkEncoder(request_id, created, chat.model, chat.include_usage)
-        return _EventStream(_stream(request, plan, encoder, fault), headers)
-    if not await _sleep_unless_disconnected(request, plan.duration_s):
-        return _NoResponse()
+        return EventStream(_stream(request, plan, encoder, fault), headers)
+    if not await sleep_unless_disconnected(request, plan.duration_s):
+        return NoResponse()
     if fault == "malformed":
         return Response(bodies.malformed_body(request_id, chat.model), headers=headers,
                         media_type=JSON)
     body = bodies.completion_body(request_id, created, chat.model, plan,
                                   with_usage=fault != "no_usage")
     if fault == "mid_stream_reset":
-        return _PartialThenReset(body)
+        return PartialThenReset(body)
     return Response(body, headers=headers, media_type=JSON)
 
 
 async def list_models(request: Request) -> Response:
-    return Response(bodies.models_body(_state(request).model_ids, 1_700_000_000),
+    return Response(bodies.models_body(sim_state(request).model_ids, 1_700_000_000),
                     media_type=JSON)
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    try:
-        body = json.loads(await request.body() or b"{}")
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        raise InvalidRequest("the body must be a JSON object")
-    return body
-
-
-def _control_error(err: Exception) -> Response:
-    if isinstance(err, ValidationError):
-        message = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-    else:
-        message = str(err)
-    return _error(400, message, "invalid_request_error")
-
-
-async def faults(request: Request) -> Response:
-    state = _state(request)
-    if request.method == "PUT":
-        try:
-            body = await _json_body(request)
-            model, kind = body.pop("model", None), body.pop("kind", None)
-            if not isinstance(model, str) or kind not in FAULT_KINDS:
-                raise InvalidRequest(f"need a model and a kind, one of {', '.join(FAULT_KINDS)}")
-            state.faults.set(model, kind, FaultSpec(**body))
-        except (InvalidRequest, ValidationError, TypeError) as err:
-            return _control_error(err)
-    elif request.method == "DELETE":
-        state.faults.clear(request.query_params.get("model"), request.query_params.get("kind"))
-    return JSONResponse({"faults": state.faults.snapshot()})
-
-
-async def behaviour(request: Request) -> Response:
-    state = _state(request)
-    if request.method == "PUT":
-        try:
-            body = await _json_body(request)
-            model = body.pop("model", None)
-            if not isinstance(model, str):
-                raise InvalidRequest("need a model")
-            state.override(model, BehaviourOverride(**body))
-        except (InvalidRequest, ValidationError, TypeError) as err:
-            return _control_error(err)
-    elif request.method == "DELETE":
-        model = request.query_params.get("model")
-        for name in [model] if model else list(state.overrides):
-            state.override(name, None)
-    models = sorted(set(state.model_ids) | set(state.overrides))
-    return JSONResponse({"default": state.settings.default.model_dump(),
-                         "models": {m: state.behaviour(m).model_dump() for m in models}})
-
-
-async def stats(request: Request) -> Response:
-    state = _state(request)
-    return JSONResponse(state.stats.snapshot(state.connections_open()))
-
-
-async def recent_requests(request: Request) -> Response:
-    return JSONResponse({"requests": list(_state(request).stats.recent)})
-
-
-async def reset(request: Request) -> Response:
-    _state(request).reset()
-    return JSONResponse({"reset": True})
 
 
 async def healthz(request: Request) -> Response:
@@ -419,11 +201,11 @@ def build_app(settings: SimSettings, served_models: tuple[str, ...] = ()) -> Sta
         Route("/{provider}/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/{provider}/v1/models", list_models, methods=["GET"]),
-        Route("/_sim/faults", faults, methods=["GET", "PUT", "DELETE"]),
-        Route("/_sim/behaviour", behaviour, methods=["GET", "PUT", "DELETE"]),
-        Route("/_sim/stats", stats, methods=["GET"]),
-        Route("/_sim/requests", recent_requests, methods=["GET"]),
-        Route("/_sim/reset", reset, methods=["POST"]),
+        Route("/_sim/faults", control.faults, methods=["GET", "PUT", "DELETE"]),
+        Route("/_sim/behaviour", control.behaviour, methods=["GET", "PUT", "DELETE"]),
+        Route("/_sim/stats", control.stats, methods=["GET"]),
+        Route("/_sim/requests", control.recent_requests, methods=["GET"]),
+        Route("/_sim/reset", control.reset, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
     ])
     app.state.sim = SimState(settings, served_models)
