@@ -9,9 +9,11 @@ every app out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
+import time
 import uuid
 from collections.abc import Callable, Mapping
 
@@ -21,6 +23,8 @@ from gateway.openai_errors import OpenAIError
 log = logging.getLogger("costgate.auth")
 
 ANONYMOUS_APP = "anonymous"
+MISS_RELOAD_S = 2.0
+MISS_RELOAD_WAIT_S = 5.0
 STATIC_APP = "default"
 
 
@@ -55,20 +59,52 @@ class KeyRing:
                 self._static[hash_key(value)] = Caller(app=STATIC_APP, team=None, key_id=None)
         self._keys: Mapping[str, Caller] = {}
         self._task: asyncio.Task[None] | None = None
+        self._load: Callable[[], Mapping[str, Caller]] | None = None
+        self._miss_reload_at = float("-inf")
+        self._refreshing: asyncio.Task[None] | None = None
         self.loaded = False
 
     def replace(self, keys: Mapping[str, Caller]) -> None:
         self._keys = dict(keys)
         self.loaded = True
 
-    def identify(self, authorization: str | None) -> Caller:
+    def _lookup(self, token: str | None) -> Caller | None:
+        if token is None:
+            return None
+        digest = hash_key(token)
+        return self._keys.get(digest) or self._static.get(digest)
+
+    async def identify(self, authorization: str | None) -> Caller:
         token = bearer_token(authorization)
-        caller = None
-        if token is not None:
-            digest = hash_key(token)
-            caller = self._keys.get(digest) or self._static.get(digest)
+        caller = self._lookup(token)
+        # A key created a moment ago is not in the set yet: reload now rather than refuse
+        # it until the next periodic refresh, at most once per MISS_RELOAD_S so that a
+        # flood of wrong keys cannot turn into a flood of queries.
+        if caller is None and token is not None and self._load is not None:
+            in_flight = self._refreshing is not None and not self._refreshing.done()
+            if in_flight or time.monotonic() - self._miss_reload_at > MISS_RELOAD_S:
+                await self._reload_once()
+                caller = self._lookup(token)
         if caller is not None:
             return caller
+        return self._refuse_or_anonymous()
+
+    async def _reload_once(self) -> None:
+        load = self._load
+        if load is None:
+            return
+        if self._refreshing is None or self._refreshing.done():
+            self._miss_reload_at = time.monotonic()
+
+            async def reload() -> None:
+                self.replace(await asyncio.to_thread(load))
+
+            self._refreshing = asyncio.get_running_loop().create_task(reload())
+        # a database outage must not hold requests: give up quickly, keep the old set
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self._refreshing), timeout=MISS_RELOAD_WAIT_S)
+
+    def _refuse_or_anonymous(self) -> Caller:
         if self.require_keys:
             # the same words whether the key is absent, malformed or unknown
             raise OpenAIError(
@@ -79,6 +115,8 @@ class KeyRing:
         return ANONYMOUS
 
     def start_refresh(self, load: Callable[[], Mapping[str, Caller]], every_s: float) -> None:
+        self._load = load
+
         async def loop() -> None:
             while True:
                 try:

@@ -27,6 +27,7 @@ import httpx
 import psutil
 
 from gateway.config import Config
+from gateway.routing_settings import RoutingError, RoutingSettings
 from gateway.serve_config import serve_config
 
 RAY_TOKEN_ENV = "RAY_AUTH_TOKEN"
@@ -145,8 +146,10 @@ def put_applications(url: str, config: dict[str, Any]) -> None:
 def deploy(cfg: Config, *, config_path: Path, state_dir: Path) -> dict[str, Any]:
     """PUT our application, keeping every other application of the cluster as it is."""
     url = dashboard_url(cfg)
-    ours = serve_config(cfg, config_path=config_path, state_dir=state_dir)
     current = _applications(url)
+    ours = serve_config(
+        cfg, config_path=config_path, state_dir=state_dir, routing=_live_routing(current, cfg)
+    )
     running = (current.get("applications") or {}).values()
     others = [
         app["deployed_app_config"]
@@ -156,6 +159,18 @@ def deploy(cfg: Config, *, config_path: Path, state_dir: Path) -> dict[str, Any]
     ours["applications"] = others + ours["applications"]
     put_applications(url, ours)
     return ours
+
+
+def _live_routing(instance: dict[str, Any], cfg: Config) -> RoutingSettings | None:
+    """The weights ops set live, if the app runs: a redeploy must not revert them."""
+    from gateway.routing_update import RoutingUpdateError, live_routing
+
+    if cfg.gateway.app_name not in (instance.get("applications") or {}):
+        return None
+    try:
+        return live_routing(instance, cfg.gateway.app_name, cfg).settings
+    except (RoutingUpdateError, RoutingError, KeyError, ValueError):
+        return None  # not ours, or no longer valid under this config: the config's weights
 
 
 def wait_ready(cfg: Config, timeout_s: float = 180.0) -> float:

@@ -158,9 +158,14 @@ class GatewayService:
         self.breakers = BreakerBoard(self.routing.breaker)
         self.latency = LatencyTracker()
         self.limits = RateLimiter()
-        self.limits.update_caps(self.routing.caps)
+        self.limits.update_caps(self.routing.caps, replicas=self._replicas())
         self.rng = rng or random.Random()
         self.ready = True
+
+    def _replicas(self) -> int:
+        """Caps are cluster-wide; each replica enforces its share of them."""
+        g = self.cfg.gateway
+        return g.autoscaling.min_replicas if g.autoscaling else g.num_replicas
 
     # -- live configuration -------------------------------------------------------------
 
@@ -168,7 +173,7 @@ class GatewayService:
         """Validate first, then swap one reference: requests in flight keep the old plan."""
         settings = parse_routing(dict(user_config) if user_config else None, self.cfg)
         self.breakers.update_settings(settings.breaker)
-        self.limits.update_caps(settings.caps)
+        self.limits.update_caps(settings.caps, replicas=self._replicas())
         self.routing = settings
         return settings
 
@@ -229,7 +234,7 @@ class GatewayService:
     async def chat(self, request: Request) -> Response:
         started, started_at = time.perf_counter(), _utcnow()
         try:
-            caller = self.keys.identify(request.headers.get("authorization"))
+            caller = await self.keys.identify(request.headers.get("authorization"))
         except OpenAIError as err:
             # no record: an unauthenticated caller must not be able to fill the ledger
             return json_error(err)
@@ -585,8 +590,9 @@ class GatewayService:
         except Exception:  # noqa: BLE001 - a ledger bug must not fail the client's request
             log.exception("could not build the usage record of %s", ex.request_id)
             return
-        if ex.model is not None and status is RequestStatus.OK:
-            self.latency.observe(ex.model.name, record.latency_ms / 1000, _s(record.ttft_ms))
+        if ex.model is not None and status is RequestStatus.OK and ex.upstream_ms is not None:
+            # the upstream's own time (not our retries and waits) ranks it for `high`/`normal`
+            self.latency.observe(ex.model.name, ex.upstream_ms / 1000, _s(record.ttft_ms))
             if accounted.usage is not None:
                 used = accounted.usage.prompt_tokens + accounted.usage.completion_tokens
                 self.limits.record_tokens(ex.model.name, used)
