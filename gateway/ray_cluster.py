@@ -31,6 +31,7 @@ from gateway.routing_settings import RoutingError, RoutingSettings
 from gateway.serve_config import serve_config
 
 RAY_TOKEN_ENV = "RAY_AUTH_TOKEN"
+CLUSTER_MARKER_ENV = "COSTGATE_RAY_TEMP_DIR"
 
 
 class ClusterError(RuntimeError):
@@ -111,6 +112,7 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
     ]
     if r.num_cpus:
         cmd.append(f"--num-cpus={r.num_cpus}")
+    env = {**env, CLUSTER_MARKER_ENV: str(paths.temp_dir)}
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
@@ -215,24 +217,23 @@ def shutdown_serve(cfg: Config, timeout_s: float = 60.0) -> None:
 
 
 def cluster_processes(temp_dir: Path) -> list[psutil.Process]:
+    """Every process of the head started with this temp dir, and nothing else.
+
+    `ray start` runs with CLUSTER_MARKER_ENV set to the temp dir, and every Ray process
+    (GCS, raylet, dashboard, client server, workers) inherits it; some of them name
+    the temp dir on their command line too.
+    """
     marker = str(temp_dir)
-    found = []
-    for proc in psutil.process_iter(["cmdline", "environ"]):
+    found = {}
+    for proc in psutil.process_iter(["cmdline"]):
         try:
             cmdline = " ".join(proc.info["cmdline"] or ())
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            ours = marker in cmdline or proc.environ().get(CLUSTER_MARKER_ENV) == marker
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-        if marker in cmdline:
-            found.append(proc)
-    # workers do not name the temp dir; they are children of a raylet that does
-    children = []
-    for proc in found:
-        try:
-            children.extend(proc.children(recursive=True))
-        except psutil.NoSuchProcess:
-            continue
-    unique = {p.pid: p for p in found + children}
-    return list(unique.values())
+        if ours:
+            found[proc.pid] = proc
+    return list(found.values())
 
 
 def stop_head(paths: ClusterPaths, grace_s: float = 10.0) -> int:

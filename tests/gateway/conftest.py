@@ -19,9 +19,8 @@ from gateway.config import load_config
 from gateway.http_api import build_app
 from gateway.service import GatewayService, RecordSink
 from gateway.usage_record import UsageRecord
-from tests.fixtures.gateway import PROVIDER_SECRET, gateway_config
-
-PLAIN_PORT = 18050
+from tests.fixtures.gateway import PLAIN_GATEWAY_PORT, PROVIDER_SECRET, gateway_config
+from tests.fixtures.ports import PortBlock
 
 
 class PlainGateway:
@@ -39,14 +38,16 @@ class PlainGateway:
 
 @pytest.fixture(scope="module")
 def plain_gateway(
-    sim_server: Any, tmp_path_factory: pytest.TempPathFactory
+    sim_server: Any, port_block: PortBlock, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PlainGateway]:
+    plain_port = port_block.port(PLAIN_GATEWAY_PORT)
     mp = pytest.MonkeyPatch()
     for env in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "RELAY_API_KEY"):
         mp.setenv(env, PROVIDER_SECRET)
     path = gateway_config(
         Path(sim_server.config_path),
         tmp_path_factory.mktemp("plain") / "costgate.yaml",
+        port_block,
         require_keys=False,
         max_body_bytes=64 * 1024,
     )
@@ -64,9 +65,9 @@ def plain_gateway(
             gw.records.append(record)
 
         service = GatewayService(cfg, sink=RecordSink(submit=sink))
-        gw = PlainGateway(service, f"http://127.0.0.1:{PLAIN_PORT}")
+        gw = PlainGateway(service, f"http://127.0.0.1:{plain_port}")
         server = uvicorn.Server(
-            uvicorn.Config(build_app(service), host="127.0.0.1", port=PLAIN_PORT, log_level="error")
+            uvicorn.Config(build_app(service), host="127.0.0.1", port=plain_port, log_level="error")
         )
         holder.update(gw=gw, server=server)
         ready.set()
@@ -78,7 +79,7 @@ def plain_gateway(
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{PLAIN_PORT}/healthz").status_code == 200:
+            if httpx.get(f"http://127.0.0.1:{plain_port}/healthz").status_code == 200:
                 break
         except httpx.HTTPError:
             time.sleep(0.05)

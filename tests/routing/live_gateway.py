@@ -25,13 +25,9 @@ import yaml
 from gateway.config import Config, load_config
 from gateway.routing_update import ServeAdmin
 from tests.fixtures.gateway import PROVIDER_SECRET, gateway_config
+from tests.fixtures.ports import PortBlock, claim_block
 
 REPO = Path(__file__).resolve().parents[2]
-# the routing range; `costgate up` puts Ray's client and agent ports at head + 1 and + 2
-GATEWAY_PORT = 19380
-DASHBOARD_PORT = 19382
-METRICS_PORT = 19383
-HEAD_PORT = 19384
 COSTGATE = [sys.executable, "-m", "gateway.cli"]
 BYSTANDER = "bystander"
 
@@ -93,18 +89,8 @@ def deploy_bystander(dashboard: str) -> None:
     raise AssertionError(f"the bystander app did not start: {app}")
 
 
-def routing_config(sim_config: Path, out: Path) -> Path:
-    gateway_config(
-        sim_config,
-        out,
-        port=GATEWAY_PORT,
-        require_keys=False,
-        ray={
-            "head_port": HEAD_PORT,
-            "dashboard_port": DASHBOARD_PORT,
-            "metrics_export_port": METRICS_PORT,
-        },
-    )
+def routing_config(sim_config: Path, out: Path, ports: PortBlock) -> Path:
+    gateway_config(sim_config, out, ports, require_keys=False)
     config = yaml.safe_load(out.read_text())
     for provider in config["providers"]:
         # a `hang` fault costs one read timeout: keep it short so fault runs stay fast
@@ -117,8 +103,12 @@ def routing_config(sim_config: Path, out: Path) -> Path:
 def routing_gateway(
     sim_server: Any, database_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RoutingGateway]:
+    # a gateway of its own (token auth forced on, a bystander app beside it), so its own
+    # port block: the session's `gateway` may run at the same time
+    ports = claim_block()
     workdir = tmp_path_factory.mktemp("routing-gw")
-    config_path = routing_config(Path(sim_server.config_path), workdir / "costgate.yaml")
+    config_path = routing_config(Path(sim_server.config_path), workdir / "costgate.yaml", ports)
+    cfg_ports = load_config(config_path).gateway
     token = secrets.token_hex(32)
     env = dict(os.environ)
     env.update(
@@ -134,8 +124,8 @@ def routing_gateway(
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
     )
     gw = RoutingGateway(
-        base_url=f"http://127.0.0.1:{GATEWAY_PORT}",
-        dashboard_url=f"http://127.0.0.1:{DASHBOARD_PORT}",
+        base_url=f"http://127.0.0.1:{cfg_ports.port}",
+        dashboard_url=f"http://127.0.0.1:{cfg_ports.ray.dashboard_port}",
         app_name="costgate",
         config_path=config_path,
         cfg=load_config(config_path),
@@ -154,3 +144,4 @@ def routing_gateway(
     finally:
         gw.cli("down", "--config", str(config_path))
         mp.undo()
+        ports.release()
