@@ -112,7 +112,14 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
     ]
     if r.num_cpus:
         cmd.append(f"--num-cpus={r.num_cpus}")
-    env = {**env, CLUSTER_MARKER_ENV: str(paths.temp_dir)}
+    env = {
+        **env,
+        CLUSTER_MARKER_ENV: str(paths.temp_dir),
+        # A one-node cluster on loopback: without this Ray resolves 127.0.0.1 to the
+        # host's outward address and binds its services there (multi-node Ray is
+        # KubeRay's job, see docs/deploy.md).
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    }
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
