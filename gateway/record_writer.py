@@ -70,23 +70,6 @@ ORPHAN_SCAN_INTERVAL_S = 30.0
 # writers alive in this process, by token: their spool files are not orphans
 _LIVE_TOKENS: set[str] = set()
 
-_COLS = sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS)
-_CREATE_STAGING = sql.SQL(
-    "CREATE TEMP TABLE IF NOT EXISTS {s} (LIKE {t} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
-).format(s=sql.Identifier(STAGING), t=sql.Identifier(TABLE))
-_COPY = sql.SQL("COPY {s} ({c}) FROM STDIN (FORMAT BINARY)").format(
-    s=sql.Identifier(STAGING), c=_COLS
-)
-_MERGE = sql.SQL(
-    "INSERT INTO {t} ({c}) SELECT {c} FROM {s} ON CONFLICT (request_id) DO NOTHING"
-).format(t=sql.Identifier(TABLE), s=sql.Identifier(STAGING), c=_COLS)
-_INSERT_ONE = sql.SQL(
-    "INSERT INTO {t} ({c}) VALUES ({p}) ON CONFLICT (request_id) DO NOTHING"
-).format(
-    t=sql.Identifier(TABLE), c=_COLS, p=sql.SQL(", ").join(sql.Placeholder() * len(COLUMNS))
-)
-
-
 _GET_COLUMNS = operator.attrgetter(*COLUMNS)
 _ENUM_COLUMNS = tuple(COLUMNS.index(c) for c in ("status", "usage_source"))
 _FALLBACK_PATH = COLUMNS.index("fallback_path")
@@ -125,7 +108,41 @@ def _copy_types() -> list[str]:
     ]
 
 
-COPY_TYPES = _copy_types()
+# psycopg's binary int4 dumper wraps values past 2^31 silently, while its int8 one raises:
+# integers travel as int8 into the staging table, and the server's range check on the
+# INSERT into the int4 columns rejects what does not fit.
+COPY_TYPES = [("int8" if t == "int4" else t) for t in _copy_types()]
+
+_COLS = sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS)
+# no constraints here: they are checked once, by the INSERT into usage_records
+_CREATE_STAGING = sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {s} ({d}) ON COMMIT DELETE ROWS").format(
+    s=sql.Identifier(STAGING),
+    d=sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t))
+        for c, t in zip(COLUMNS, COPY_TYPES, strict=True)
+    ),
+)
+_COPY = sql.SQL("COPY {s} ({c}) FROM STDIN (FORMAT BINARY)").format(
+    s=sql.Identifier(STAGING), c=_COLS
+)
+_MERGE = sql.SQL(
+    "INSERT INTO {t} ({c}) SELECT {c} FROM {s} ON CONFLICT (request_id) DO NOTHING"
+).format(t=sql.Identifier(TABLE), s=sql.Identifier(STAGING), c=_COLS)
+_INSERT_ONE = sql.SQL(
+    "INSERT INTO {t} ({c}) VALUES ({p}) ON CONFLICT (request_id) DO NOTHING"
+).format(
+    t=sql.Identifier(TABLE), c=_COLS, p=sql.SQL(", ").join(sql.Placeholder() * len(COLUMNS))
+)
+
+# a batch (or a row) refused for what it holds, not for the database's state: the
+# database's own checks, or a value psycopg cannot send as its column's type
+_REFUSED = (
+    psycopg.errors.IntegrityError,
+    psycopg.errors.DataError,
+    TypeError,
+    ValueError,
+    OverflowError,
+)
 
 
 class _TransientDbError(Exception):
@@ -319,7 +336,7 @@ class RecordWriter:
         try:
             await asyncio.wait_for(self._copy_merge(records), self._write_timeout)
             return len(records)
-        except (psycopg.errors.IntegrityError, psycopg.errors.DataError) as err:
+        except _REFUSED as err:
             log.warning("a batch was refused (%s); writing its rows one by one", type(err).__name__)
             return await self._write_row_by_row(records)
         except (psycopg.Error, OSError, TimeoutError) as err:
@@ -360,7 +377,7 @@ class RecordWriter:
                     try:
                         async with conn.transaction():  # a savepoint per row
                             await conn.execute(_INSERT_ONE, record_row(r))
-                    except (psycopg.errors.IntegrityError, psycopg.errors.DataError):
+                    except _REFUSED:
                         rejected.append(r)
         except (psycopg.Error, OSError) as err:
             self._counts["flush_errors"] += 1

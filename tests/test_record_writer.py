@@ -258,22 +258,38 @@ async def test_close_while_the_database_is_away_spools_and_the_next_writer_repla
     assert row_count(ledger_engine) == 61
 
 
-async def test_a_row_the_database_rejects_is_dropped_and_counted_the_rest_are_written(
+@pytest.mark.parametrize(
+    "poison",
+    [
+        {"status": "not-a-status"},  # the CHECK constraint refuses it
+        {"app": None},  # NOT NULL
+        {"latency_ms": 2**31},  # past int4: refused, never wrapped around
+        {"prompt_tokens": "many"},  # psycopg cannot send it as an integer
+    ],
+    ids=["check", "not-null", "int4-range", "wrong-type"],
+)
+async def test_a_row_the_database_refuses_is_dropped_and_counted_the_rest_are_written(
     database_url: str,
     ledger_engine: Engine,
     writer_factory: Callable[..., RecordWriter],
     tmp_path: Path,
+    poison: dict[str, Any],
 ) -> None:
     w = writer_factory(database_url, batch_size=20, flush_interval_s=3600)
     await w.start()
-    bad = make_record(status="not-a-status")  # violates the CHECK constraint
+    bad = make_record(**poison)
     for i in range(20):
         w.submit(bad if i == 7 else make_record())
     await wait_until(lambda: w.stats()["written"] == 19)
     assert w.stats()["dropped"] == 1
     assert row_count(ledger_engine) == 19
+    with ledger_engine.connect() as conn:
+        assert conn.execute(text("SELECT max(latency_ms) FROM usage_records")).scalar() == 850
     (rejected,) = (tmp_path / "spool").glob("usage-rejected-*.jsonl")
     assert str(bad.request_id) in rejected.read_text()
+    w.submit(make_record())  # the writer carries on
+    await w.close(timeout_s=10)
+    assert row_count(ledger_engine) == 20
 
 
 async def test_counters_add_up_after_an_outage_with_spill(
