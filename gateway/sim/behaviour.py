@@ -194,9 +194,12 @@ def plan_reply(request: ChatRequest, behaviour: Behaviour, rng: random.Random,
         elif request.json_mode:
             words = text.text(rng.randrange(text.size), max(room - 6, 1))
             pieces = tokenize_pieces(json.dumps({"answer": words.strip()}))
+            finish = "stop"
+            if cap is not None and len(pieces) > room:
+                # cut like OpenAI does: at the limit, even in the middle of the JSON
+                pieces, finish = pieces[:room], "length"
             pieces_json = tuple(json.dumps(p) for p in pieces)
             visible = len(pieces)
-            finish = "stop"
         else:
             pieces, pieces_json = text.run(rng.randrange(text.size), room)
             visible = room

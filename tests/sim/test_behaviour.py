@@ -99,6 +99,12 @@ def test_json_mode_answers_valid_json_counted_in_tokens():
     assert reply.usage.completion_tokens == count_text(content)
 
 
+def test_json_mode_respects_max_tokens_too():
+    reply = plan(response_format={"type": "json_object"}, max_tokens=4)
+    assert reply.usage.completion_tokens <= 4
+    assert reply.choices[0].finish_reason == "length"
+
+
 def test_a_long_prompt_seen_before_reports_cached_tokens_in_steps_of_128():
     cache = PromptCache(min_tokens=1024)
     long = [{"role": "system", "content": "policy " * 1500},
