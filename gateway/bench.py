@@ -23,7 +23,7 @@ from gateway.bench_stats import Sample, TargetSummary, summarize
 from gateway.config import Config
 
 # first non-empty content delta: the role chunk has "content":"" and does not count
-_FIRST_CONTENT = re.compile(rb'"content":"[^"]|"arguments":"[^"]')
+_FIRST_CONTENT = re.compile(rb'"(?:content|arguments)":\s*"[^"]')
 _DONE = b"data: [DONE]"
 DEFAULT_PROMPT = (
     "You are a helpful assistant. Summarise in two sentences why a gateway in front of "
@@ -127,6 +127,11 @@ def request_body(model: str, load: Load) -> bytes:
     return json.dumps(body).encode()
 
 
+def has_first_token(sse: bytes) -> bool:
+    """Whether these stream bytes hold a non-empty content (or tool argument) delta."""
+    return _FIRST_CONTENT.search(sse) is not None
+
+
 def _headers(target: Target) -> dict[str, str]:
     headers = {"content-type": "application/json"}
     if target.api_key:
@@ -154,7 +159,7 @@ async def _one(session: aiohttp.ClientSession, target: Target, body: bytes,
             async for data in response.content.iter_any():
                 if ttft is None:
                     seen += data
-                    if _FIRST_CONTENT.search(seen):
+                    if has_first_token(seen):
                         ttft = time.perf_counter() - started
                         seen = b""
                 tail = (tail + data)[-32:]

@@ -5,9 +5,27 @@ import json
 import httpx
 import pytest
 
-from gateway.bench import BenchError, Load, Target, resolve_direct_target, run_bench
+from gateway.bench import (
+    BenchError,
+    Load,
+    Target,
+    has_first_token,
+    resolve_direct_target,
+    run_bench,
+)
 from gateway.cli import main as costgate
 from gateway.config import load_config
+
+
+@pytest.mark.parametrize(("sse", "first"), [
+    (b'data: {"choices":[{"delta":{"role":"assistant","content":"","refusal":null}}]}', False),
+    (b'data: {"choices":[{"delta":{"content":" the"}}]}', True),
+    (b'data: {"choices": [{"delta": {"content": " spaced"}}]}', True),
+    (b'data: {"choices":[{"delta":{"content":null,"tool_calls":[]}}]}', False),
+    (b'{"tool_calls":[{"index":0,"function":{"arguments":"{\\"q"}}]}', True),
+])
+def test_time_to_first_token_waits_for_real_content(sse, first):
+    assert has_first_token(sse) is first
 
 
 def test_direct_target_resolves_public_name_to_provider_url_and_upstream_id(sim):
