@@ -103,7 +103,7 @@ class PlannedCall:
 
 
 def plan_call(rng: random.Random, models: Sequence[str], keys: int) -> PlannedCall:
-    """One request of the mix; aliases are chosen about twice as often as a model."""
+    """One request of the mix; with the example config about 70% of calls name an alias."""
     aliases = [m for m in models if m in DEFAULT_ALIASES]
     model = rng.choice(aliases) if aliases and rng.random() < 0.6 else rng.choice(models)
     roll = rng.random()
