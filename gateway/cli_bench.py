@@ -36,8 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     parser.add_argument("--stream", action="store_true", help="stream, and measure TTFT")
     parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens per request")
-    parser.add_argument("--warmup", type=int, default=20,
-                        help="requests per target before measuring (default 20)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="requests per target before measuring, so every connection is "
+                        "open (default: twice the concurrency, at least 20)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="targets take turns this many times (default 2)")
     parser.add_argument("--upstream-ms", metavar="TTFT[,PER_TOKEN]",
@@ -92,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         targets.append(Target("gateway", args.gateway, args.model, args.api_key))
     load = Load(requests=args.requests, duration_s=args.duration,
                 concurrency=args.concurrency, stream=args.stream, max_tokens=args.max_tokens,
-                warmup=args.warmup, rounds=args.rounds, timeout_s=args.timeout)
+                warmup=max(20, 2 * args.concurrency) if args.warmup is None else args.warmup,
+                rounds=args.rounds, timeout_s=args.timeout)
     try:
         with upstream_latency(direct, *latency) if latency else nullcontext():
             summaries = uvloop.run(run_bench(targets, load))
