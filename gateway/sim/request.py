@@ -25,6 +25,7 @@ class ChatRequest:
     tools: tuple[dict[str, Any], ...] = ()
     tool_choice: Any = None
     response_format: dict[str, Any] | None = None
+    seed: int | None = None
 
     @property
     def json_mode(self) -> bool:
@@ -82,4 +83,14 @@ def parse_chat_request(body: Any) -> ChatRequest:
         tools=tuple(tools),
         tool_choice=body.get("tool_choice"),
         response_format=response_format,
+        seed=_seed(body),
     )
+
+
+def _seed(body: dict[str, Any]) -> int | None:
+    seed = body.get("seed")
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidRequest(f"Invalid 'seed': expected an integer, got {seed!r}.", "seed")
+    return seed

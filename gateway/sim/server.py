@@ -16,6 +16,7 @@ import asyncio
 import json
 import math
 import os
+import random
 import time
 from collections.abc import AsyncGenerator
 
@@ -165,7 +166,9 @@ async def _early_fault(request: Request, fault: ActiveFault) -> Response | None:
 
 async def _answer(request: Request, state: SimState, chat: ChatRequest,
                   fault: str | None) -> Response:
-    plan = plan_reply(chat, state.behaviour(chat.model), state.rng, state.prompt_cache)
+    # like OpenAI's `seed`: the same request with the same seed gets the same answer
+    rng = state.rng if chat.seed is None else random.Random(chat.seed)
+    plan = plan_reply(chat, state.behaviour(chat.model), rng, state.prompt_cache)
     request_id = f"chatcmpl-{state.rng.getrandbits(96):024x}"
     created = int(time.time())
     headers = {"x-request-id": request_id}

@@ -124,6 +124,15 @@ def test_a_stream_of_several_choices_ends_each_and_counts_them_all(client):
     assert chunks[-1].usage.completion_tokens == sum(pieces.values())
 
 
+def test_the_same_seed_gets_the_same_answer(client):
+    def ask(seed):
+        reply = client.chat.completions.create(model="gpt-4o", messages=HELLO, seed=seed)
+        return reply.choices[0].message.content, reply.usage.completion_tokens
+
+    assert ask(42) == ask(42)
+    assert len({ask(seed) for seed in range(5)}) > 1
+
+
 def test_json_mode_content_is_valid_json(client):
     reply = client.chat.completions.create(model="gpt-4o-mini", messages=HELLO,
                                            response_format={"type": "json_object"})
