@@ -24,6 +24,9 @@ def bearer_fingerprint(authorization: str | None) -> str | None:
 
 class SimStats:
     def __init__(self) -> None:
+        # gauges: what is open right now, so a reset of the counters leaves them alone
+        self.in_flight = 0
+        self.streams_open = 0
         self.reset()
 
     def reset(self) -> None:
@@ -34,10 +37,6 @@ class SimStats:
         self.faults: Counter[str] = Counter()
         self.streams: Counter[str] = Counter()
         self.recent: deque[dict[str, Any]] = deque(maxlen=RECENT_REQUESTS)
-        # gauges survive a reset: they describe what is open right now
-        if not hasattr(self, "in_flight"):
-            self.in_flight = 0
-            self.streams_open = 0
 
     def record_request(self, model: str, body: dict[str, Any], provider: str | None,
                        header_names: list[str], authorization: str | None) -> None:
