@@ -18,6 +18,9 @@ replicas can share one spool directory, since file names carry the owner's pid a
 claiming a file is an atomic rename. `close()` flushes what it can within its timeout and
 spools the rest.
 
+A write that takes longer than `write_timeout_s` is abandoned (rows kept); psycopg then
+spends up to 10 s trying to cancel it on the server before giving up on the connection.
+
 Rows the database rejects for their content (a constraint or data error) are isolated
 row by row; the rejected ones go to `usage-rejected-*.jsonl` and are counted as dropped.
 Any other error (connection lost, schema not migrated yet) keeps the rows and retries.
@@ -352,6 +355,13 @@ class RecordWriter:
                 autocommit=True,
                 connect_timeout=self._connect_timeout,
                 application_name="costgate-record-writer",
+                # a server that vanished from the network (no FIN, no RST) is noticed by
+                # the kernel instead of a socket waiting for hours (TCP only)
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
+                tcp_user_timeout=int(self._write_timeout * 1000),
             )
             await self._conn.execute(_CREATE_STAGING)
         return self._conn

@@ -351,3 +351,33 @@ async def test_a_running_writer_adopts_the_spool_of_a_sibling_that_died_later(
     orphan.write_text("".join(make_record().to_json() + "\n" for _ in range(4)))
     await wait_until(lambda: w.stats()["replayed"] == 4)
     assert row_count(ledger_engine) == 4 and not orphan.exists()
+
+
+async def test_a_hung_database_neither_blocks_submit_nor_hangs_close(
+    database_proxy: DatabaseProxy,
+    ledger_engine: Engine,
+    writer_factory: Callable[..., RecordWriter],
+    tmp_path: Path,
+) -> None:
+    spool_dir = tmp_path / "spool"
+    w = writer_factory(
+        database_proxy.url, spool_dir=spool_dir, batch_size=10, write_timeout_s=1.0
+    )
+    await w.start()
+    for _ in range(10):
+        w.submit(make_record())
+    await wait_until(lambda: w.stats()["written"] == 10)
+
+    database_proxy.stall()  # connections stay open, nothing comes back
+    for _ in range(30):
+        w.submit(make_record())
+    await wait_until(lambda: w.stats()["flush_errors"] >= 1)  # the write timed out
+    assert w.stats()["buffer_depth"] == 30
+    await asyncio.wait_for(w.close(timeout_s=1.0), timeout=30)  # returned, and spooled
+    assert w.stats()["spooled"] == 30 and spool_lines(spool_dir) == 30
+
+    database_proxy.unblock()
+    second = writer_factory(database_proxy.url, spool_dir=spool_dir)
+    await second.start()
+    await wait_until(lambda: second.stats()["replayed"] == 30)
+    assert row_count(ledger_engine) == 40 == distinct_ids(ledger_engine)
