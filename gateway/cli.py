@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "gateway.cli_db",  # migrate, keys
     "gateway.cli_routing",  # routing show|set
     "gateway.cli_dashboard",  # dashboard, seed
+    "gateway.cli_deploy",  # k8s-manifest
 )
 
 

@@ -155,7 +155,8 @@ def put_applications(url: str, config: dict[str, Any]) -> None:
         headers=dashboard_headers(),
     )
     if not resp.is_success:
-        raise ClusterError(f"deploy refused by Ray ({resp.status_code}): {resp.text[:500]}")
+        # the last lines of a traceback say what went wrong
+        raise ClusterError(f"deploy refused by Ray ({resp.status_code}): {resp.text[-1500:]}")
 
 
 def deploy(cfg: Config, *, config_path: Path, state_dir: Path) -> dict[str, Any]:
