@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,11 @@ def register(sub: Any) -> None:
     up = sub.add_parser("up", help="start Ray (if needed), deploy the gateway, wait until ready")
     _common(up)
     up.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for ready")
+    up.add_argument(
+        "--foreground",
+        action="store_true",
+        help="stay in the foreground; on SIGTERM or Ctrl-C do what `down` does (containers)",
+    )
     up.set_defaults(func=cmd_up)
 
     down = sub.add_parser("down", help="stop the gateway and the Ray head that `up` started")
@@ -103,8 +110,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ClusterError as err:
         print(f"costgate up: {err}", file=sys.stderr)
         return 1
-    print(f"gateway ready at {gateway_url(cfg)}/v1 in {time.monotonic() - t0:.1f} s")
+    print(f"gateway ready at {gateway_url(cfg)}/v1 in {time.monotonic() - t0:.1f} s", flush=True)
+    if args.foreground:
+        _wait_for_stop_signal()
+        print("stopping", flush=True)
+        args.keep_db = False
+        return cmd_down(args)
     return 0
+
+
+def _wait_for_stop_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(3600):
+        pass
 
 
 def cmd_down(args: argparse.Namespace) -> int:

@@ -142,6 +142,9 @@ class RayOptions(_Strict):
     # 6379 is Redis's on these machines
     head_port: int = Field(default=6380, gt=0, lt=65536)
     dashboard_port: int = Field(default=8265, gt=0, lt=65536)
+    # where Ray's dashboard (and its REST API, the routing update path) listens; a
+    # container sets 0.0.0.0 so that the dashboard container can reach it
+    dashboard_host: str = "127.0.0.1"
     metrics_export_port: int = Field(default=8266, gt=0, lt=65536)
     # Ray's defaults (10001, 52365) would collide between two heads on one machine
     client_server_port: int | None = Field(default=None, gt=0, lt=65536)

@@ -32,6 +32,7 @@ from gateway.serve_config import serve_config
 
 RAY_TOKEN_ENV = "RAY_AUTH_TOKEN"
 CLUSTER_MARKER_ENV = "COSTGATE_RAY_TEMP_DIR"
+DASHBOARD_HOST_ENV = "COSTGATE_RAY_DASHBOARD_HOST"
 
 
 class ClusterError(RuntimeError):
@@ -98,7 +99,7 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
         "--head",
         "--node-ip-address=127.0.0.1",
         f"--port={r.head_port}",
-        "--dashboard-host=127.0.0.1",
+        f"--dashboard-host={os.environ.get(DASHBOARD_HOST_ENV, r.dashboard_host)}",
         f"--dashboard-port={r.dashboard_port}",
         "--include-dashboard=true",
         f"--ray-client-server-port={r.ports()['client_server_port']}",
