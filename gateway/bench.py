@@ -204,6 +204,7 @@ async def run_bench(targets: list[Target], load: Load) -> list[TargetSummary]:
     sessions = {t.name: _session(load) for t in targets}
     samples: dict[str, list[Sample]] = {t.name: [] for t in targets}
     elapsed = dict.fromkeys(samples, 0.0)
+    cpu = dict.fromkeys(samples, 0.0)
     try:
         for t in targets:
             if load.warmup:
@@ -212,12 +213,14 @@ async def run_bench(targets: list[Target], load: Load) -> list[TargetSummary]:
         for r in range(rounds):
             share = load.requests // rounds + (1 if r < load.requests % rounds else 0)
             for t in targets:
+                cpu_before = time.process_time()
                 got, took = await _drive(sessions[t.name], t, load, share,
                                          load.duration_s / rounds)
+                cpu[t.name] += time.process_time() - cpu_before
                 samples[t.name].extend(got)
                 elapsed[t.name] += took
     finally:
         for session in sessions.values():
             await session.close()
-    return [summarize(t.name, t.url, t.model, samples[t.name], elapsed[t.name])
+    return [summarize(t.name, t.url, t.model, samples[t.name], elapsed[t.name], cpu[t.name])
             for t in targets]

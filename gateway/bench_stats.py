@@ -61,6 +61,8 @@ class TargetSummary:
     latency_ms: dict[str, float]
     ttft_ms: dict[str, float] = field(default_factory=dict)
     error_kinds: dict[str, int] = field(default_factory=dict)
+    # the load generator's own CPU time: on a small machine it competes with the target
+    client_cpu_s: float | None = None
 
     @property
     def rps(self) -> float:
@@ -73,11 +75,12 @@ class TargetSummary:
             "requests": self.requests, "errors": self.errors,
             "error_kinds": self.error_kinds, "duration_s": self.duration_s,
             "rps": self.rps, "latency_ms": self.latency_ms, "ttft_ms": self.ttft_ms,
+            "client_cpu_s": self.client_cpu_s,
         }
 
 
 def summarize(name: str, url: str, model: str, samples: Iterable[Sample],
-              duration_s: float) -> TargetSummary:
+              duration_s: float, client_cpu_s: float | None = None) -> TargetSummary:
     samples = list(samples)
     good = [s for s in samples if s.ok]
     ttfts = [s.ttft_s for s in good if s.ttft_s is not None]
@@ -87,6 +90,7 @@ def summarize(name: str, url: str, model: str, samples: Iterable[Sample],
         errors=sum(errors.values()), duration_s=duration_s,
         latency_ms=_distribution_ms([s.latency_s for s in good]),
         ttft_ms=_distribution_ms(ttfts), error_kinds=dict(errors.most_common()),
+        client_cpu_s=client_cpu_s,
     )
 
 
@@ -142,6 +146,10 @@ def render_table(report: dict[str, Any]) -> str:
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w)
                        in enumerate(zip(r, widths, strict=True))) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    cpu = [f"{t['name']} {t['client_cpu_s'] / t['requests'] * 1000:.2f} ms"
+           for t in targets if t.get("client_cpu_s") is not None and t["requests"]]
+    if cpu:
+        lines.append("client CPU per request: " + ", ".join(cpu))
     for t in targets:
         if t["error_kinds"]:
             kinds = ", ".join(f"{k} x{n}" for k, n in t["error_kinds"].items())

@@ -78,6 +78,11 @@ def test_table_shows_each_target_the_overhead_and_the_errors():
     assert "gateway errors: http_502 x1" in table
 
 
+def test_table_shows_the_clients_cpu_per_request_when_measured():
+    s = summarize("direct", "u", "m", [Sample(0.01)] * 4, 1.0, client_cpu_s=0.002)
+    assert "client CPU per request: direct 0.50 ms" in render_table(build_report({}, [s]))
+
+
 def test_table_leaves_ttft_out_without_streams():
     s = summarize("direct", "u", "m", [Sample(0.01)], 1.0)
     assert "ttft" not in render_table(build_report({}, [s]))
