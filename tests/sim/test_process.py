@@ -6,15 +6,15 @@ import httpx
 import pytest
 import yaml
 
-from gateway.config import default_config_path
 from gateway.sim.process import SimProcess, SimStartError
+from tests.fixtures.sim import EXAMPLE_CONFIG
 
 PORTS = range(19190, 19195)
 
 
 @pytest.fixture
 def config_with_faults(tmp_path):
-    config = yaml.safe_load(default_config_path().read_text())
+    config = yaml.safe_load(EXAMPLE_CONFIG.read_text())
     config["sim"]["faults"] = {"gpt-4.1": {"error_502": {"probability": 1.0, "count": 1}}}
     path = tmp_path / "costgate.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -41,6 +41,6 @@ def test_sim_process_skips_a_taken_port_and_applies_the_files_faults(config_with
 
 def test_sim_process_with_a_bad_config_fails_to_start(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(default_config_path().read_text().replace("jitter: 0.2", "jitter: 5"))
+    bad.write_text(EXAMPLE_CONFIG.read_text().replace("jitter: 0.2", "jitter: 5"))
     with pytest.raises(SimStartError, match="exited with 2"):
         SimProcess.start(bad, range(PORTS[-1], PORTS[-1] + 1), timeout_s=20)

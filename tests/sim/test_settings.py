@@ -1,12 +1,13 @@
 import pytest
 
 from gateway.cli_sim import main as sim_main
-from gateway.config import ConfigError, default_config_path, load_config
+from gateway.config import ConfigError, load_config
 from gateway.sim.settings import parse_sim_settings, served_models
+from tests.fixtures.sim import EXAMPLE_CONFIG
 
 
 def test_example_config_sim_section_is_valid_and_merges_per_model_figures():
-    config = load_config(default_config_path())
+    config = load_config(EXAMPLE_CONFIG)
     settings = parse_sim_settings(config.sim)
     claude = settings.behaviour("claude-sonnet-4-5")
     assert claude.ttft_ms == 250
@@ -16,7 +17,7 @@ def test_example_config_sim_section_is_valid_and_merges_per_model_figures():
 
 
 def test_served_models_are_the_upstream_ids_of_the_config():
-    config = load_config(default_config_path())
+    config = load_config(EXAMPLE_CONFIG)
     served = served_models(config, parse_sim_settings(config.sim))
     assert "deepseek-chat" in served and "claude-sonnet-4-5" in served
     assert "deepseek-v3.2" not in served  # a public name, not an upstream id
@@ -46,7 +47,7 @@ def test_invalid_sim_section_names_the_key_path(section, path):
 def test_sim_command_refuses_a_bad_config_with_the_key_path(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text(
-        default_config_path().read_text().replace("ttft_ms: 180", "ttft_ms: fast")
+        EXAMPLE_CONFIG.read_text().replace("ttft_ms: 180", "ttft_ms: fast")
     )
     assert sim_main(["--config", str(bad)]) == 2
     assert "sim.models.deepseek-chat.ttft_ms" in capsys.readouterr().err
