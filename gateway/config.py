@@ -146,9 +146,12 @@ class RayOptions(_Strict):
     # container sets 0.0.0.0 so that the dashboard container can reach it
     dashboard_host: str = "127.0.0.1"
     metrics_export_port: int = Field(default=8266, gt=0, lt=65536)
-    # Ray's defaults (10001, 52365) would collide between two heads on one machine
+    # Ray's defaults (10001, 52365, and HAProxy's 8404, 9101) would collide between two
+    # heads on one machine; unset, they follow the head port (+1 .. +4)
     client_server_port: int | None = Field(default=None, gt=0, lt=65536)
     dashboard_agent_port: int | None = Field(default=None, gt=0, lt=65536)
+    haproxy_stats_port: int | None = Field(default=None, gt=0, lt=65536)
+    haproxy_metrics_port: int | None = Field(default=None, gt=0, lt=65536)
     num_cpus: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
@@ -168,6 +171,8 @@ class RayOptions(_Strict):
             "metrics_export_port": self.metrics_export_port,
             "client_server_port": self.client_server_port or self.head_port + 1,
             "dashboard_agent_port": self.dashboard_agent_port or self.head_port + 2,
+            "haproxy_stats_port": self.haproxy_stats_port or self.head_port + 3,
+            "haproxy_metrics_port": self.haproxy_metrics_port or self.head_port + 4,
         }
 
 

@@ -60,7 +60,9 @@ class Gateway:
         self.metrics = ReplicaMetrics(replica_id, app_name)
         self.writer: Any = None
         if database_url:
-            spool = Path(state_dir) / "spool" / replica_id.replace("#", "_")
+            # one folder for every replica: a replacement replica (a new tag) adopts and
+            # replays what its predecessor spooled; files are claimed by atomic rename
+            spool = Path(state_dir) / "spool"
             self.writer = RecordWriter(database_url, spool_dir=spool)
             await self.writer.start()
 

@@ -127,6 +127,20 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
         # that serve HTTP directly, instead of a Python proxy actor relaying to them
         env.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
         env.setdefault("RAY_SERVE_ENABLE_HA_PROXY", "1")
+        # HAProxy's files and ports default to machine-wide ones (/tmp/haproxy-serve,
+        # 8404, 9101): give them this head's, so that two heads can share a machine
+        haproxy = paths.temp_dir / "haproxy"
+        haproxy.mkdir(parents=True, exist_ok=True)
+        ports = r.ports()
+        env.update(
+            RAY_SERVE_HAPROXY_STATS_PORT=str(ports["haproxy_stats_port"]),
+            RAY_SERVE_HAPROXY_METRICS_PORT=str(ports["haproxy_metrics_port"]),
+            RAY_SERVE_HAPROXY_CONFIG_FILE_LOC=str(haproxy / "haproxy.cfg"),
+            RAY_SERVE_HAPROXY_SOCKET_PATH=str(haproxy / "admin.sock"),
+            RAY_SERVE_HAPROXY_SERVER_STATE_BASE=str(haproxy),
+            RAY_SERVE_HAPROXY_SERVER_STATE_FILE=str(haproxy / "server-state"),
+            RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH=str(haproxy / "metrics.sock"),
+        )
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
