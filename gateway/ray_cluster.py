@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,6 +65,11 @@ class ClusterPaths:
         # Ray's Unix sockets live under its temp dir and must stay under ~100 characters
         digest = hashlib.sha1(str(self.state_dir.resolve()).encode()).hexdigest()[:10]
         return Path("/tmp") / f"costgate-ray-{digest}"
+
+    @property
+    def haproxy_dir(self) -> Path:
+        # Serve adds a 56-character folder below it, and HAProxy's socket paths stop at 97
+        return Path("/tmp") / f"cgh-{self.temp_dir.name.rsplit('-', 1)[-1]}"
 
     @property
     def record(self) -> Path:
@@ -129,7 +135,7 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
         env.setdefault("RAY_SERVE_ENABLE_HA_PROXY", "1")
         # HAProxy's files and ports default to machine-wide ones (/tmp/haproxy-serve,
         # 8404, 9101): give them this head's, so that two heads can share a machine
-        haproxy = paths.temp_dir / "haproxy"
+        haproxy = paths.haproxy_dir
         haproxy.mkdir(parents=True, exist_ok=True)
         ports = r.ports()
         env.update(
@@ -277,6 +283,7 @@ def stop_head(paths: ClusterPaths, grace_s: float = 10.0) -> int:
             proc.kill()
     psutil.wait_procs(alive, timeout=5)
     paths.record.unlink(missing_ok=True)
+    shutil.rmtree(paths.haproxy_dir, ignore_errors=True)
     return len(procs)
 
 
