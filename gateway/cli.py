@@ -23,16 +23,12 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="costgate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="costgate", description="An OpenAI-compatible LLM gateway with a cost ledger."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name == name:
-                continue  # a command group not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 
