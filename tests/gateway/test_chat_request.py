@@ -1,0 +1,67 @@
+"""Request validation: what passes through, what is refused and with which `param`."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.chat_request import parse_json_body, upstream_body, validate_chat_request
+from gateway.openai_errors import OpenAIError
+
+MSG = [{"role": "user", "content": "hi"}]
+
+
+def test_unknown_fields_and_openai_parameters_pass_through_with_the_upstream_id():
+    req = validate_chat_request(
+        {"model": "auto", "messages": MSG, "temperature": 0.2, "tools": [], "vendor_x": 1})
+    body = upstream_body(req, "deepseek-chat")
+    assert body["model"] == "deepseek-chat" and body["vendor_x"] == 1 and body["tools"] == []
+    assert req.body["model"] == "auto"  # the client's copy is untouched
+
+
+def test_streams_always_ask_the_upstream_for_usage_but_remember_what_the_client_asked():
+    req = validate_chat_request({"model": "m", "messages": MSG, "stream": True})
+    assert not req.include_usage
+    assert upstream_body(req, "u")["stream_options"] == {"include_usage": True}
+    req = validate_chat_request({"model": "m", "messages": MSG, "stream": True,
+                                 "stream_options": {"include_usage": True}})
+    assert req.include_usage
+
+
+def test_the_smaller_of_max_tokens_and_max_completion_tokens_bounds_the_answer():
+    req = validate_chat_request(
+        {"model": "m", "messages": MSG, "max_tokens": 50, "max_completion_tokens": 20})
+    assert req.max_tokens == 20
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": MSG}, "model"),
+        ({"model": "", "messages": MSG}, "model"),
+        ({"model": "m"}, "messages"),
+        ({"model": "m", "messages": "hi"}, "messages"),
+        ({"model": "m", "messages": ["hi"]}, "messages[0]"),
+        ({"model": "m", "messages": [{"content": "x"}]}, "messages[0].role"),
+        ({"model": "m", "messages": MSG, "stream": 1}, "stream"),
+        ({"model": "m", "messages": MSG, "temperature": "hot"}, "temperature"),
+        ({"model": "m", "messages": MSG, "n": 0}, "n"),
+        ({"model": "m", "messages": MSG, "max_completion_tokens": True}, "max_completion_tokens"),
+        ({"model": "m", "messages": MSG, "stream_options": []}, "stream_options"),
+    ],
+)
+def test_schema_violations_are_400s_naming_the_param(body, param):
+    with pytest.raises(OpenAIError) as info:
+        validate_chat_request(body)
+    assert info.value.status == 400 and info.value.param == param
+
+
+def test_json_body_errors():
+    with pytest.raises(OpenAIError) as info:
+        parse_json_body(b"x" * 11, max_bytes=10)
+    assert info.value.status == 413
+    for raw in (b"", b"{", b"\xff\xfe"):
+        with pytest.raises(OpenAIError) as info:
+            parse_json_body(raw, max_bytes=100)
+        assert info.value.status == 400 and info.value.code == "invalid_json"
+    with pytest.raises(OpenAIError):
+        validate_chat_request([1, 2])

@@ -1,0 +1,35 @@
+"""The generated declarative Serve config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.config import default_config_path, load_config, parse_config
+from gateway.routing_settings import parse_routing
+from gateway.serve_config import serve_config
+
+
+def test_the_ingress_gets_replicas_ongoing_requests_and_routing_from_the_config(tmp_path):
+    cfg = load_config(default_config_path())
+    sc = serve_config(cfg, config_path=Path(default_config_path()), state_dir=tmp_path)
+    (app,) = sc["applications"]
+    assert app["import_path"] == "gateway.ingress:build"
+    assert app["name"] == "costgate" and app["route_prefix"] == "/"
+    (dep,) = app["deployments"]
+    assert dep["num_replicas"] == 2 and dep["max_ongoing_requests"] == 256
+    assert parse_routing(dep["user_config"], cfg).aliases["auto"]["deepseek-v3.2"] == 60
+    assert sc["http_options"]["port"] == 8000
+    # nothing secret in what Ray's dashboard will show to anyone who can reach it
+    assert "DATABASE_URL" not in str(sc) and "api_key" not in str(sc)
+
+
+def test_autoscaling_replaces_a_fixed_replica_count(tmp_path):
+    cfg = load_config(default_config_path())
+    data = cfg.model_dump(mode="json")
+    data["gateway"]["autoscaling"] = {"min_replicas": 2, "max_replicas": 5,
+                                      "target_ongoing_requests": 32}
+    sc = serve_config(parse_config(data), config_path=Path("c.yaml"), state_dir=tmp_path)
+    (dep,) = sc["applications"][0]["deployments"]
+    assert "num_replicas" not in dep
+    assert dep["autoscaling_config"] == {"min_replicas": 2, "max_replicas": 5,
+                                         "target_ongoing_requests": 32}
