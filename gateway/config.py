@@ -190,6 +190,8 @@ class GatewayOptions(_Strict):
     # I/O-bound: a replica mostly waits on upstreams, so it can hold many requests at once
     max_ongoing_requests: int = Field(default=256, ge=1)
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    # false only to measure what recording costs: requests then leave no ledger row
+    record_usage: bool = True
     # when true, every request needs a gateway key (Authorization: Bearer ...)
     require_keys: bool = False
     # env var names whose values are accepted as keys of the `default` app (for bootstrapping)

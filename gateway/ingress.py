@@ -59,7 +59,7 @@ class Gateway:
         app_name = cfg.gateway.app_name
         self.metrics = ReplicaMetrics(replica_id, app_name)
         self.writer: Any = None
-        if database_url:
+        if database_url and cfg.gateway.record_usage:
             # one folder for every replica: a replacement replica (a new tag) adopts and
             # replays what its predecessor spooled; files are claimed by atomic rename
             spool = Path(state_dir) / "spool"
