@@ -20,10 +20,10 @@ from gateway.routing_settings import RoutingError, RoutingSettings, parse_routin
 
 
 def alias_models(settings: RoutingSettings, cfg: Config, alias: str) -> list[str]:
-    """The alias's candidates in the config, then any other model the live weights name."""
-    configured = list(cfg.aliases[alias].candidates) if alias in cfg.aliases else []
-    live = [m for m in settings.aliases.get(alias, {}) if m not in configured]
-    return configured + live
+    """The alias's candidates in the config and any other model the live weights name,
+    sorted by name so that rows keep their place whatever order a config lists them in."""
+    configured = set(cfg.aliases[alias].candidates) if alias in cfg.aliases else set()
+    return sorted(configured | set(settings.aliases.get(alias, {})))
 
 
 def weights_frame(settings: RoutingSettings, cfg: Config, alias: str | None = None) -> pd.DataFrame:

@@ -169,9 +169,12 @@ def edit_weights(page: Page, weights: list[int]) -> None:
         x = box["x"] + box["width"] - 30  # the weight column is the last one
         y = box["y"] + row_h * (i + 1) + row_h / 2  # below the header row
         page.mouse.click(x, y)
-        page.keyboard.type(str(weight))
+        page.keyboard.type(str(weight)[0])  # typing opens the cell's editor...
+        editor = page.locator("input.gdg-input").first
+        expect(editor).to_be_focused(timeout=10_000)
+        editor.fill(str(weight))  # ...whose content is then replaced as a whole
         page.keyboard.press("Enter")
-        page.wait_for_timeout(300)
+        settle(page)  # each edit reruns the page; the next one waits for it
 
 
 def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dashboard, browser):
@@ -192,7 +195,8 @@ def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dash
 
     open_page(page, "Routing")
     expect(page.get_by_text("Live weights of Serve app")).to_be_visible()
-    edit_weights(page, list(NEW_AUTO.values()))
+    edit_weights(page, [NEW_AUTO[m] for m in sorted(NEW_AUTO)])  # the editor sorts by model
+    shot(page, "ops-routing-edited")
     page.get_by_role("button", name="Review change").click()
     expect(page.get_by_text("Confirm the change of")).to_be_visible(timeout=30_000)
     page.get_by_role("textbox", name="Note (why)").fill("browser test: all auto to claude")

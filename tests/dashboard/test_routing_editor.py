@@ -37,7 +37,11 @@ def test_an_edit_becomes_a_validated_change():
     }
     assert change.before["deepseek-v3.2"] == 60
     assert "claude-sonnet-4.5=100" in change.after_text()
-    assert change.diff_frame()["after"].tolist() == ["0", "0", "100"]
+    assert change.diff_frame().set_index("model")["after"].to_dict() == {
+        "deepseek-v3.2": "0",
+        "gemini-2.5-flash": "0",
+        "claude-sonnet-4.5": "100",
+    }
 
 
 @pytest.mark.parametrize(
