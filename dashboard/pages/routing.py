@@ -18,6 +18,7 @@ from gateway.routing_settings import RoutingError, RoutingSettings, routing_from
 ctx = start_page("Routing", with_period=False)
 cfg = ctx.settings.config
 PENDING_KEY = "routing_pending"
+FLASH_KEY = "routing_applied"
 
 
 def live_settings() -> tuple[RoutingSettings, str | None]:
@@ -66,6 +67,9 @@ st.dataframe(
 )
 
 st.subheader("Change weights")
+if FLASH_KEY in st.session_state:
+    st.success(st.session_state.pop(FLASH_KEY))
+    st.session_state.pop("routing_note", None)  # the next change starts with an empty note
 if not ctx.user.can_edit_routing:
     st.info(f"Signed in as {ctx.user.name} ({ctx.user.role}): only ops can change routing.")
 elif unreachable:
@@ -106,7 +110,10 @@ else:
             else:
                 st.session_state.pop(PENDING_KEY, None)
                 queries.routing_changes.clear()
-                st.success(f"Applied: `{pending.alias}` now routes {pending.after_text()}.")
+                st.session_state[FLASH_KEY] = (
+                    f"Applied: `{pending.alias}` now routes {pending.after_text()}."
+                )
+                st.rerun()  # read the live weights again, now the new ones
         if cancel.button("Cancel", key="routing_cancel"):
             st.session_state.pop(PENDING_KEY, None)
             st.rerun()
