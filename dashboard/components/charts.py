@@ -23,6 +23,17 @@ def as_float(values: Sequence[Any]) -> list[float | None]:
     return [None if v is None or (isinstance(v, float) and v != v) else float(v) for v in values]
 
 
+PERIOD_MS = {"h": 3_600_000, "D": 86_400_000, "W": 7 * 86_400_000, "MS": 30 * 86_400_000}
+
+Span = tuple[dt.datetime, dt.datetime]
+
+
+def _time_axis(fig: go.Figure, span: Span | None) -> None:
+    # the whole period on screen, so that one day of data is one bar, not a zoom into it
+    if span is not None:
+        fig.update_xaxes(range=[span[0], span[1]])
+
+
 def time_chart(
     frame: pd.DataFrame,
     series: dict[str, str],
@@ -30,25 +41,46 @@ def time_chart(
     y_title: str,
     markers: Sequence[tuple[dt.datetime, str]] = (),
     kind: str = "line",
+    span: Span | None = None,
+    freq: str = "D",
 ) -> go.Figure:
     """One trace per (column -> label) in `series` over frame['period']."""
     fig = go.Figure()
     for column, label in series.items():
         y = as_float(frame[column].tolist())
         if kind == "bar":
-            fig.add_bar(x=frame["period"], y=y, name=label)
+            # bars start at their period and are as wide as it
+            width = [PERIOD_MS[freq] * 0.9] * len(frame)
+            fig.add_bar(x=frame["period"], y=y, name=label, width=width, offset=0)
         else:
             fig.add_scatter(x=frame["period"], y=y, name=label, mode="lines+markers")
     add_change_markers(fig, markers)
     fig.update_layout(title=title, yaxis_title=y_title, barmode="stack", **LAYOUT)
+    _time_axis(fig, span)
     return fig
 
 
-def stacked_by(frame: pd.DataFrame, by: str, value: str, title: str, y_title: str) -> go.Figure:
+def stacked_by(
+    frame: pd.DataFrame,
+    by: str,
+    value: str,
+    title: str,
+    y_title: str,
+    span: Span | None = None,
+    freq: str = "D",
+) -> go.Figure:
     fig = go.Figure()
     for name, part in frame.groupby(by, dropna=False, sort=True):
-        fig.add_bar(x=part["period"], y=as_float(part[value].tolist()), name=str(name))
+        width = [PERIOD_MS[freq] * 0.9] * len(part)
+        fig.add_bar(
+            x=part["period"],
+            y=as_float(part[value].tolist()),
+            name=str(name),
+            width=width,
+            offset=0,
+        )
     fig.update_layout(title=title, yaxis_title=y_title, barmode="stack", **LAYOUT)
+    _time_axis(fig, span)
     return fig
 
 

@@ -52,6 +52,7 @@ def body() -> None:
                 "Latency over time",
                 "ms",
                 markers,
+                span=(f.start_at, f.end_at),
             ),
             width="stretch",
         )
@@ -72,6 +73,7 @@ def body() -> None:
             f"Throughput ({'per hour' if freq == 'h' else 'per day'})",
             "requests",
             markers,
+            span=(f.start_at, f.end_at),
         ),
         width="stretch",
     )

@@ -42,11 +42,22 @@ def body() -> None:
             "Spend over time",
             "USD",
             markers,
+            span=(f.start_at, f.end_at),
+            freq=freq,
         ),
         width="stretch",
     )
     right.plotly_chart(
-        time_chart(series, {"savings_usd": "Savings"}, "Savings over time", "USD", markers, "bar"),
+        time_chart(
+            series,
+            {"savings_usd": "Savings"},
+            "Savings over time",
+            "USD",
+            markers,
+            "bar",
+            span=(f.start_at, f.end_at),
+            freq=freq,
+        ),
         width="stretch",
     )
 

@@ -74,6 +74,8 @@ def body() -> None:
             "USD",
             routing_markers(ctx.url, ctx.settings.app_name, f),
             kind="bar",
+            span=(f.start_at, f.end_at),
+            freq=freq,
         ),
         width="stretch",
     )

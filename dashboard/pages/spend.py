@@ -67,7 +67,14 @@ def body() -> None:
     series[by] = series[by].fillna("(none)")
     st.plotly_chart(
         stacked_by(
-            series, by, "actual_cost_usd", f"{period_label} spend by {group_label.lower()}", "USD"
+            series,
+            by,
+            "actual_cost_usd",
+            f"{period_label} spend by {group_label.lower()}",
+            "USD",
+            # a week or month may start before the period does
+            span=(min(series["period"].min(), ctx.filters.start_at), ctx.filters.end_at),
+            freq=PERIODS[period_label],
         ),
         width="stretch",
     )
