@@ -8,8 +8,6 @@ This is plain asyncio with no Ray in it, so the same object serves the Serve ing
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import datetime as dt
 import json
 import logging
 import random
@@ -22,14 +20,16 @@ import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from gateway.auth import Caller, KeyRing
-from gateway.chat_request import ChatRequest, parse_json_body, upstream_body, validate_chat_request
+from gateway.auth import KeyRing
+from gateway.chat_request import parse_json_body, upstream_body, validate_chat_request
 from gateway.circuit_breaker import BreakerBoard
 from gateway.config import Config, Model
+from gateway.exchange import AttemptHooks, Exchange, RecordSink, utcnow
 from gateway.latency_tracker import LatencyTracker
 from gateway.openai_errors import OpenAIError
-from gateway.pricing import PriceCatalog, PriceUnavailable
+from gateway.pricing import PriceCatalog
 from gateway.rate_limits import RateLimiter
+from gateway.record_builder import build_record
 from gateway.retry_policy import FailureReason, NextStep, decide_next
 from gateway.routing_policy import (
     Health,
@@ -41,10 +41,11 @@ from gateway.routing_policy import (
     plan_route,
 )
 from gateway.routing_settings import RoutingSettings, parse_routing, routing_from_config
-from gateway.sse import MalformedChunk, SSEDecoder, StreamTally, encode_event, rewrite_chunk
+from gateway.sse import SSEDecoder, StreamTally
+from gateway.stream_relay import relay, relay_response
 from gateway.upstream import UpstreamClient, UpstreamFailure, failure_from_exception, malformed
 from gateway.usage_accounting import Accounted, account, completion_text
-from gateway.usage_record import RequestStatus, UsageRecord, UsageSource
+from gateway.usage_record import RequestStatus, UsageSource
 
 log = logging.getLogger("costgate.gateway")
 
@@ -52,85 +53,6 @@ MODEL_HEADER = "x-costgate-model"
 PROVIDER_HEADER = "x-costgate-provider"
 # Serve sets its own x-request-id on every response, so ours has a name of its own
 REQUEST_ID_HEADER = "x-costgate-request-id"
-
-
-class RecordSink:
-    """Where finished records go: the ledger writer and the metrics, both non-blocking."""
-
-    def __init__(
-        self,
-        submit: Callable[[UsageRecord], None] | None = None,
-        observe: Callable[[UsageRecord], None] | None = None,
-    ) -> None:
-        self._submit = submit
-        self._observe = observe
-
-    def __call__(self, record: UsageRecord) -> None:
-        if self._submit is not None:
-            self._submit(record)
-        if self._observe is not None:
-            self._observe(record)
-
-
-class AttemptHooks:
-    """What the request path tells the metrics about each upstream attempt."""
-
-    def attempt(self, model: str, provider: str, outcome: str) -> None: ...
-    def retry(self, model: str, provider: str, reason: str) -> None: ...
-    def fallback(self, from_model: str, to_model: str) -> None: ...
-    def breaker(self, provider: str, model: str, state: int) -> None: ...
-    def inflight(self, delta: int) -> None: ...
-
-
-@dataclasses.dataclass(slots=True)
-class Exchange:
-    """The state of one client request as it moves through the gateway."""
-
-    request_id: uuid.UUID
-    started: float
-    started_at: dt.datetime
-    caller: Caller
-    requested: str
-    stream: bool = False
-    request: ChatRequest | None = None
-    plan: RoutePlan | None = None
-    model: Model | None = None
-    attempts: int = 0
-    path: list[str] = dataclasses.field(default_factory=list)
-    upstream_ms: int | None = None
-    ttft_ms: int | None = None
-    relay_started: bool = False
-
-
-class RelayResponse(StreamingResponse):
-    """A stream whose clean-up runs even if the client leaves before it starts.
-
-    An async generator that never started never runs its `finally`, which would leave
-    the upstream connection open and the request unrecorded.
-    """
-
-    def __init__(
-        self,
-        content: AsyncIterator[bytes],
-        *,
-        started: Callable[[], bool],
-        on_abandon: Callable[[], None],
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(content, **kwargs)
-        self._started = started
-        self._on_abandon = on_abandon
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            if not self._started():
-                self._on_abandon()
-
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 class GatewayService:
@@ -232,7 +154,7 @@ class GatewayService:
         }
 
     async def chat(self, request: Request) -> Response:
-        started, started_at = time.perf_counter(), _utcnow()
+        started, started_at = time.perf_counter(), utcnow()
         try:
             caller = await self.keys.identify(request.headers.get("authorization"))
         except OpenAIError as err:
@@ -453,13 +375,31 @@ class GatewayService:
             return response, raw, first
 
         response, raw, first = await self._attempts(ex, call)
-        relay = self._relay(ex, response, raw, first)
-        return RelayResponse(
-            relay,
-            started=lambda: ex.relay_started,
-            on_abandon=lambda: self._abandon(ex, response),
-            media_type="text/event-stream",
-            headers=self._headers(ex) | {"cache-control": "no-cache"},
+        assert ex.model is not None and ex.request is not None
+        messages, upstream_model = ex.request.body.get("messages"), ex.model.upstream_model
+
+        def on_end(
+            status: RequestStatus, http_status: int, error_class: str | None, tally: StreamTally
+        ) -> None:
+            self.hooks.inflight(-1)
+            # usage the upstream reported is the whole stream's; without it (cancelled,
+            # broken), what was relayed so far is counted and marked estimated
+            accounted = account(
+                tally.usage, messages=messages, completion=tally.text(), model=upstream_model
+            )
+            self._finish(ex, status, http_status, error_class, accounted)
+
+        stream = relay(
+            ex,
+            response,
+            raw,
+            response.extensions["costgate_decoder"],
+            first,
+            self.cfg.provider(ex.model.provider),
+            on_end,
+        )
+        return relay_response(
+            stream, ex, on_abandon=lambda: self._abandon(ex, response), headers=self._headers(ex)
         )
 
     def _abandon(self, ex: Exchange, response: httpx.Response) -> None:
@@ -477,82 +417,6 @@ class GatewayService:
             ),
         )
         asyncio.get_running_loop().create_task(response.aclose())
-
-    async def _relay(
-        self,
-        ex: Exchange,
-        response: httpx.Response,
-        raw: AsyncIterator[bytes],
-        first: list[bytes],
-    ) -> AsyncIterator[bytes]:
-        assert ex.request is not None and ex.model is not None
-        ex.relay_started = True
-        req, model = ex.request, ex.model
-        decoder: SSEDecoder = response.extensions["costgate_decoder"]
-        tally = StreamTally()
-        status, http_status, error_class = RequestStatus.CANCELLED, 200, "client_disconnected"
-        try:
-            pending = first
-            while True:
-                for payload in pending:
-                    out = rewrite_chunk(
-                        payload,
-                        public_model=ex.requested,
-                        tally=tally,
-                        include_usage=req.include_usage,
-                    )
-                    if out is not None:
-                        if ex.ttft_ms is None:
-                            ex.ttft_ms = int((time.perf_counter() - ex.started) * 1000)
-                        yield out
-                try:
-                    chunk = await anext(raw)
-                except StopAsyncIteration:
-                    pending = list(decoder.flush())
-                    if not pending:
-                        break
-                    continue
-                pending = list(decoder.feed(chunk))
-            if tally.finished:
-                status, error_class = RequestStatus.OK, None
-            else:
-                status, http_status = RequestStatus.UPSTREAM_ERROR, 502
-                error_class = FailureReason.RESET.value
-                yield self._stream_error("the upstream stream ended early")
-        except MalformedChunk:
-            status, http_status = RequestStatus.UPSTREAM_ERROR, 502
-            error_class = FailureReason.MALFORMED.value
-            yield self._stream_error("the upstream sent a malformed chunk")
-        except (httpx.HTTPError, OSError) as err:
-            failure = failure_from_exception(err, self.cfg.provider(model.provider))
-            status, http_status, error_class = RequestStatus.UPSTREAM_ERROR, 502, failure.reason
-            yield self._stream_error(f"upstream stream failed: {failure.message}")
-        finally:
-            # Runs on client disconnect too (CancelledError at a yield): record what was
-            # relayed so far, without awaiting the database.
-            self.hooks.inflight(-1)
-            reported = tally.usage if status is RequestStatus.OK else None
-            accounted = account(
-                reported or tally.usage,
-                messages=req.body.get("messages"),
-                completion=tally.text(),
-                model=model.upstream_model,
-            )
-            if status is not RequestStatus.OK and accounted.source is UsageSource.PROVIDER:
-                accounted = account(
-                    None,
-                    messages=req.body.get("messages"),
-                    completion=tally.text(),
-                    model=model.upstream_model,
-                )
-            self._finish(ex, status, http_status, error_class, accounted)
-            await response.aclose()
-
-    @staticmethod
-    def _stream_error(message: str) -> bytes:
-        return encode_event(
-            {"error": {"message": message, "type": "upstream_error", "param": None, "code": None}}
-        )
 
     # -- responses and records --------------------------------------------------------------
 
@@ -586,7 +450,9 @@ class GatewayService:
         accounted: Accounted,
     ) -> None:
         try:
-            record = self._record(ex, status, http_status, error_class, accounted)
+            record = build_record(
+                ex, self.cfg, self.catalog, status, http_status, error_class, accounted
+            )
         except Exception:  # noqa: BLE001 - a ledger bug must not fail the client's request
             log.exception("could not build the usage record of %s", ex.request_id)
             return
@@ -597,60 +463,6 @@ class GatewayService:
                 used = accounted.usage.prompt_tokens + accounted.usage.completion_tokens
                 self.limits.record_tokens(ex.model.name, used)
         self.sink(record)
-
-    def _record(
-        self,
-        ex: Exchange,
-        status: RequestStatus,
-        http_status: int,
-        error_class: str | None,
-        accounted: Accounted,
-    ) -> UsageRecord:
-        alias = ex.requested if ex.requested in self.cfg.aliases else None
-        baseline = self.cfg.aliases[alias].baseline if alias else None
-        model = ex.model
-        priced = None
-        if model is not None and accounted.usage is not None and ex.attempts:
-            try:
-                priced = self.catalog.price(model.name, accounted.usage, baseline_model=baseline)
-            except PriceUnavailable:
-                priced = None  # an unpriced model: its cost stays unknown, never $0
-        usage = accounted.usage
-        ended_at = _utcnow()
-        return UsageRecord(
-            request_id=ex.request_id,
-            started_at=ex.started_at,
-            ended_at=ended_at,
-            app=ex.caller.app,
-            team=ex.caller.team,
-            key_id=ex.caller.key_id,
-            requested_model=ex.requested[:200],
-            alias=alias,
-            model=model.name if model else None,
-            provider=model.provider if model else None,
-            stream=ex.stream,
-            status=status,
-            http_status=http_status,
-            error_class=error_class,
-            prompt_tokens=usage.prompt_tokens if usage else None,
-            cached_prompt_tokens=usage.cached_prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
-            reasoning_tokens=usage.reasoning_tokens if usage else None,
-            usage_source=accounted.source if ex.attempts else UsageSource.MISSING,
-            latency_ms=int((time.perf_counter() - ex.started) * 1000),
-            ttft_ms=ex.ttft_ms,
-            upstream_latency_ms=ex.upstream_ms,
-            attempts=ex.attempts,
-            fallback_path=tuple(ex.path),
-            routing_policy=ex.plan.policy if ex.plan else None,
-            price_version_id=priced.price_version_id if priced else None,
-            billing_currency=priced.billing_currency if priced else None,
-            actual_cost=priced.actual_cost if priced else None,
-            actual_cost_usd=priced.actual_cost_usd if priced else None,
-            list_cost_usd=priced.list_cost_usd if priced else None,
-            baseline_model=baseline if priced else None,
-            baseline_cost_usd=priced.baseline_cost_usd if priced else None,
-        )
 
     async def aclose(self) -> None:
         self.keys.stop()

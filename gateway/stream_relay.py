@@ -1,0 +1,128 @@
+"""Relaying an upstream SSE stream to the client, chunk by chunk, never buffered.
+
+The relay rewrites each chunk for the client (`gateway.sse`), notes the time to the first
+token, and whatever way the stream ends (done, upstream failure, or the client going
+away, which arrives as a CancelledError at a `yield`) it reports the outcome once and
+closes the upstream response, without awaiting the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+from fastapi.responses import StreamingResponse
+
+from gateway.config import Provider
+from gateway.exchange import Exchange
+from gateway.retry_policy import FailureReason
+from gateway.sse import MalformedChunk, SSEDecoder, StreamTally, encode_event, rewrite_chunk
+from gateway.upstream import failure_from_exception
+from gateway.usage_record import RequestStatus
+
+# status, http status, error class, tally: how the stream ended and what it carried
+Outcome = Callable[[RequestStatus, int, str | None, StreamTally], None]
+
+
+class RelayResponse(StreamingResponse):
+    """A stream whose clean-up runs even if the client leaves before it starts.
+
+    An async generator that never started never runs its `finally`, which would leave
+    the upstream connection open and the request unrecorded.
+    """
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        *,
+        started: Callable[[], bool],
+        on_abandon: Callable[[], None],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(content, **kwargs)
+        self._started = started
+        self._on_abandon = on_abandon
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self._started():
+                self._on_abandon()
+
+
+def stream_error(message: str) -> bytes:
+    """OpenAI's way to end a stream that already started: an error event."""
+    return encode_event(
+        {"error": {"message": message, "type": "upstream_error", "param": None, "code": None}}
+    )
+
+
+async def relay(
+    ex: Exchange,
+    response: httpx.Response,
+    raw: AsyncIterator[bytes],
+    decoder: SSEDecoder,
+    first: list[bytes],
+    provider: Provider,
+    on_end: Outcome,
+) -> AsyncIterator[bytes]:
+    assert ex.request is not None
+    ex.relay_started = True
+    include_usage = ex.request.include_usage
+    tally = StreamTally()
+    status, http_status, error_class = RequestStatus.CANCELLED, 200, "client_disconnected"
+    try:
+        pending = first
+        while True:
+            for payload in pending:
+                out = rewrite_chunk(
+                    payload, public_model=ex.requested, tally=tally, include_usage=include_usage
+                )
+                if out is not None:
+                    if ex.ttft_ms is None:
+                        ex.ttft_ms = ex.elapsed_ms()
+                    yield out
+            try:
+                chunk = await anext(raw)
+            except StopAsyncIteration:
+                pending = list(decoder.flush())
+                if not pending:
+                    break
+                continue
+            pending = list(decoder.feed(chunk))
+        if tally.finished:
+            status, error_class = RequestStatus.OK, None
+        else:
+            status, http_status = RequestStatus.UPSTREAM_ERROR, 502
+            error_class = FailureReason.RESET.value
+            yield stream_error("the upstream stream ended early")
+    except MalformedChunk:
+        status, http_status = RequestStatus.UPSTREAM_ERROR, 502
+        error_class = FailureReason.MALFORMED.value
+        yield stream_error("the upstream sent a malformed chunk")
+    except (httpx.HTTPError, OSError) as err:
+        failure = failure_from_exception(err, provider)
+        status, http_status, error_class = RequestStatus.UPSTREAM_ERROR, 502, failure.reason
+        yield stream_error(f"upstream stream failed: {failure.message}")
+    finally:
+        on_end(status, http_status, error_class, tally)
+        await response.aclose()
+
+
+def relay_response(
+    stream: AsyncIterator[bytes],
+    ex: Exchange,
+    on_abandon: Callable[[], None],
+    headers: dict[str, str],
+    **kwargs: Any,
+) -> RelayResponse:
+    return RelayResponse(
+        stream,
+        started=lambda: ex.relay_started,
+        on_abandon=on_abandon,
+        media_type="text/event-stream",
+        headers=headers | {"cache-control": "no-cache"},
+        **kwargs,
+    )
