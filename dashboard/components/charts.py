@@ -15,6 +15,7 @@ LAYOUT = dict(
     height=320,
     legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
     hovermode="x unified",
+    yaxis=dict(rangemode="tozero"),
 )
 
 

@@ -39,7 +39,7 @@ def dashboard_env(database_url, monkeypatch):
 
 
 @pytest.fixture
-def seeded(dashboard_env, database_url, clean_ledger):
+def seeded(dashboard_env, database_url, empty_usage):
     seed_ledger(database_url, CFG, 4000, days=70, end=NOW, seed=3)
 
 
@@ -72,7 +72,7 @@ def test_sign_in_is_required_and_checks_the_password(dashboard_env):
     assert "Signed in as **alice** (ops)" in at.sidebar.caption[0].value
 
 
-def test_every_page_shows_what_to_do_on_an_empty_ledger(dashboard_env, clean_ledger):
+def test_every_page_shows_what_to_do_on_an_empty_ledger(dashboard_env, empty_usage):
     at = app_as("ops")
     for page in PAGES:
         open_page(at, page)

@@ -25,7 +25,7 @@ END = dt.datetime(2026, 11, 20, 15, 30, tzinfo=dt.UTC)
 
 
 @pytest.fixture
-def seeded(database_url, ledger_engine, clean_ledger):
+def seeded(database_url, ledger_engine, empty_usage):
     st.cache_data.clear()
     st.cache_resource.clear()  # the rollup of closed days, held per database
     seed_ledger(database_url, CFG, 3000, days=20, end=END, seed=11)

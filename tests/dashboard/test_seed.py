@@ -20,7 +20,7 @@ def test_copy_text_escapes_like_postgres_expects():
     assert copy_text("tab\there") == "tab\\there"
 
 
-def test_seeded_rows_are_priced_by_the_gateway_catalog(database_url, ledger_engine, clean_ledger):
+def test_seeded_rows_are_priced_by_the_gateway_catalog(database_url, ledger_engine, empty_usage):
     report = seed_ledger(database_url, CFG, 2000, days=10, end=END, seed=5)
     assert report.rows == 2000 and report.apps == len(APPS)
     with ledger_engine.connect() as conn:
