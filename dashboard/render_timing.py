@@ -22,7 +22,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per page; the median is shown")
     args = parser.parse_args(argv)
-    logging.getLogger("streamlit").setLevel(logging.ERROR)
 
     import statistics
 
@@ -31,9 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from dashboard.components.session import USER_KEY, SessionUser
 
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith("streamlit"):  # "No runtime found" and the like, once per query
-            logging.getLogger(name).setLevel(logging.ERROR)
+    logging.disable(logging.WARNING)  # "No runtime found" and the like, once per query
 
     at = AppTest.from_file(str(APP), default_timeout=600)
     at.session_state[USER_KEY] = SessionUser("timing", "viewer")
