@@ -133,8 +133,10 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
     started_ray = False
     stop = asyncio.Event()
     paths = ClusterPaths(state)
-    # Ctrl-C is handled in one place: the finally below, in reverse order of start
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # Ctrl-C and SIGTERM end up in one place, the finally below, which stops everything
+    # in the reverse order of start (SIGINT explicitly: a shell may have ignored it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         sim_host, sim_port = cfg.sim.get("host", "127.0.0.1"), cfg.sim.get("port", 9100)
         print(f"[demo] starting the simulated providers on {sim_host}:{sim_port}")
@@ -185,6 +187,7 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
                     max_requests=args.requests,
                     max_seconds=args.duration,
                     stop_event=stop,
+                    on_progress=lambda line: print(f"[demo] {line}", flush=True),
                 )
             )
             print("[demo] traffic finished; the gateway keeps running until Ctrl-C")
