@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
+from sqlalchemy.exc import OperationalError
 
 from dashboard import queries
 from dashboard.components import session, sidebar
@@ -37,5 +38,12 @@ navigation = st.navigation(
         ],
     }
 )
-sidebar.render(user, settings.database_url)
-navigation.run()
+try:
+    sidebar.render(user, settings.database_url)
+    navigation.run()
+except OperationalError as err:  # the ledger is down or unreachable: say so, not a traceback
+    st.error(
+        "The ledger database cannot be reached "
+        f"({type(err.orig).__name__ if err.orig else 'OperationalError'}). Check DATABASE_URL "
+        "and that PostgreSQL is running; this page retries on the next refresh."
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ import pandas as pd
 from dashboard.aggregations import empty_cube, empty_histogram
 
 CLOSED_DAY_TTL_S = 600.0
+log = logging.getLogger(__name__)
 
 # (start, end) -> (cube, histogram) at day grain, unfiltered, for [start, end)
 Fetch = Callable[[dt.datetime, dt.datetime], tuple[pd.DataFrame, pd.DataFrame]]
@@ -92,8 +94,11 @@ class LedgerRollup:
             return  # one at a time; a later call picks up what is still missing or stale
 
         def run() -> None:
-            with self._lock:
-                self._load(first, last)
+            try:
+                with self._lock:
+                    self._load(first, last)
+            except Exception as err:  # noqa: BLE001 - a page asking for these days will retry
+                log.warning("background rollup of %s..%s failed: %s", first, last, err)
 
         self._background = threading.Thread(target=run, name="ledger-rollup", daemon=True)
         self._background.start()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
 from dashboard.auth import USERS_ENV, hash_password
@@ -103,7 +104,35 @@ def test_overview_kpis_equal_sql_sums_for_the_period(seeded, ledger_engine):
     assert shown["Error rate"] == f"{sums['errors'] * 100 / sums['requests']:.2f}%"
     pct = sums["savings"] * 100 / sums["list_spend"]
     assert shown["Savings %"] == f"{float(pct):.1f}%"
-    assert shown["p95 latency"].endswith(" ms")
+    with ledger_engine.connect() as conn:
+        p95 = conn.execute(
+            text(
+                "SELECT percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_ms) "
+                "FROM usage_records WHERE status = 'ok' AND started_at >= :s"
+            ),
+            {"s": start},
+        ).scalar_one()
+    # read from histogram bins about 3% wide
+    assert abs(float(shown["p95 latency"].removesuffix(" ms").replace(",", "")) - p95) <= 0.04 * p95
+
+
+def test_unknown_costs_are_said_not_counted_as_zero(seeded, ledger_engine):
+    unknown = sql_sums(
+        ledger_engine,
+        "actual_cost_usd IS NULL AND status IN ('ok', 'cancelled') AND started_at >= :s",
+        s=dt.datetime.combine(TODAY - dt.timedelta(days=29), dt.time(), dt.UTC),
+    )["requests"]
+    at = app_as("viewer")
+    assert unknown > 0
+    assert any(c.value.startswith(f"{unknown:,} request(s) have unknown cost") for c in at.caption)
+
+
+def test_an_unreachable_ledger_is_reported_plainly(dashboard_env, monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:19498/none")
+    load_settings.cache_clear()
+    at = app_as("viewer")
+    assert not at.exception
+    assert "ledger database cannot be reached" in at.error[0].value
 
 
 def test_filters_come_from_the_url_and_narrow_every_figure(seeded, ledger_engine):
