@@ -10,8 +10,8 @@ SUB_CENT = Decimal("0.0001")
 
 
 def money_quantum(value: Decimal) -> Decimal:
-    """Cents from $1 up; four places below, so that a demo's few cents still read."""
-    return CENT if abs(value) >= 1 else SUB_CENT
+    """Cents from $1 up (and for zero); four places below, so a demo's few cents still read."""
+    return CENT if abs(value) >= 1 or value == 0 else SUB_CENT
 
 
 def format_usd(value: Decimal | None) -> str:

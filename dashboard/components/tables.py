@@ -31,4 +31,9 @@ def show_table(
     key: str | None = None,
 ) -> None:
     shown = for_display(frame, money, pct).rename(columns=labels or {})
-    st.dataframe(shown, hide_index=True, width="stretch", key=key)
+    counts = {
+        c: st.column_config.NumberColumn(c, format="localized")  # 1,234,567
+        for c in shown.columns
+        if pd.api.types.is_integer_dtype(shown[c])
+    }
+    st.dataframe(shown, hide_index=True, width="stretch", key=key, column_config=counts)

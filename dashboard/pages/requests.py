@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import queries
@@ -33,16 +34,19 @@ LOG_COLUMNS = [
 ]
 
 
-def detail() -> None:
-    rid = st.text_input("Request id", key="request_id", placeholder="paste a request id")
-    if not rid:
-        return
+def show_record(rid: str) -> None:
     record = queries.request_by_id(ctx.url, rid)
     if record is None:
         st.warning(f"No request with id {rid.strip()!r}.")
         return
     shown = {k: (None if v is None else str(v)) for k, v in record.items()}
     st.json(shown)
+
+
+def detail() -> None:
+    rid = st.text_input("Request id", key="request_id", placeholder="paste a request id")
+    if rid:
+        show_record(rid)
 
 
 def body() -> None:
@@ -57,7 +61,22 @@ def body() -> None:
     if len(log):
         shown = for_display(log[LOG_COLUMNS], money=["actual_cost_usd", "list_cost_usd"])
         shown["request_id"] = shown["request_id"].astype(str)
-        st.dataframe(shown, hide_index=True, width="stretch", height=420)
+        shown["started_at"] = pd.to_datetime(shown["started_at"], utc=True).dt.strftime(
+            "%Y-%m-%d %H:%M:%S"
+        )
+        event = st.dataframe(
+            shown.rename(columns={"started_at": "started (UTC)"}),
+            hide_index=True,
+            width="stretch",
+            height=420,
+            on_select="rerun",
+            selection_mode="single-row",
+            key="request_log",
+        )
+        st.caption("Select a row to see the whole record.")
+        rows = event.selection.rows if event is not None else []
+        if rows:
+            show_record(shown["request_id"].iloc[rows[0]])
 
 
 if st.session_state.get("auto_refresh", True):

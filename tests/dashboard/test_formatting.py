@@ -9,6 +9,7 @@ def test_money_reads_in_cents_from_a_dollar_and_sub_cents_below():
     assert format_usd(Decimal("1234.565")) == "$1,234.56"  # half-even
     assert format_usd(Decimal("0.00123456")) == "$0.0012"
     assert format_usd(Decimal("-2.5")) == "-$2.50"
+    assert format_usd(Decimal("0E-10")) == "$0.00"
 
 
 def test_unknown_money_is_never_zero():
