@@ -12,6 +12,7 @@ on a timer, so a new row shows up within that time.
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
@@ -113,10 +114,16 @@ def engine_for(url: str) -> Engine:
     return make_engine(url, pool_size=4, max_overflow=4)
 
 
-def _frame(url: str | Engine, sql: str, params: dict[str, Any]) -> pd.DataFrame:
+def _frame(
+    url: str | Engine, sql: str, params: dict[str, Any], hash_groups: bool = False
+) -> pd.DataFrame:
     # an Engine, not its URL, when called from the rollup's thread (no Streamlit context)
     engine = url if isinstance(url, Engine) else engine_for(url)
     with engine.begin() as conn:
+        if hash_groups:
+            # the planner overestimates the groups and sorts ~1M rows; hashing the ~10k
+            # real groups measured 1.8x faster here
+            conn.execute(text("SET LOCAL enable_sort = off"))
         # GROUP BYs sort in memory rather than on disk; JIT costs more than it saves here
         conn.execute(text("SET LOCAL work_mem = '64MB'"))
         conn.execute(text("SET LOCAL jit = off"))
@@ -129,7 +136,7 @@ def _ledger_cube(
 ) -> pd.DataFrame:
     where, params = where_clause(filters, start, end)
     params["grain"] = grain
-    return normalize_cube(_frame(url, _CUBE_SQL.format(where=where), params))
+    return normalize_cube(_frame(url, _CUBE_SQL.format(where=where), params, hash_groups=True))
 
 
 def _ledger_histogram(
@@ -137,7 +144,8 @@ def _ledger_histogram(
 ) -> pd.DataFrame:
     where, params = where_clause(filters, start, end)
     params |= {"grain": grain, "bins_per_ln": agg.BINS_PER_LN}
-    return agg.normalize_histogram(_frame(url, _HISTOGRAM_SQL.format(where=where), params))
+    sql = _HISTOGRAM_SQL.format(where=where)
+    return agg.normalize_histogram(_frame(url, sql, params, hash_groups=True))
 
 
 @st.cache_resource(show_spinner=False)
@@ -146,10 +154,11 @@ def rollup_for(url: str) -> LedgerRollup:
     engine = engine_for(url)
 
     def fetch(start: dt.datetime, end: dt.datetime) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return (
-            _ledger_cube(engine, everything, start, end, "day"),
-            _ledger_histogram(engine, everything, start, end, "day"),
-        )
+        # two connections, two server processes: the scans run side by side
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            cube = pool.submit(_ledger_cube, engine, everything, start, end, "day")
+            hist = pool.submit(_ledger_histogram, engine, everything, start, end, "day")
+            return cube.result(), hist.result()
 
     return LedgerRollup(fetch)
 
