@@ -8,6 +8,8 @@ closes the upstream response, without awaiting the database.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -17,9 +19,11 @@ from fastapi.responses import StreamingResponse
 from gateway.config import Provider
 from gateway.exchange import Exchange
 from gateway.retry_policy import FailureReason
-from gateway.sse import MalformedChunk, SSEDecoder, StreamTally, encode_event, rewrite_chunk
+from gateway.sse import DONE, MalformedChunk, SSEDecoder, StreamTally, encode_event, rewrite_chunk
 from gateway.upstream import failure_from_exception
 from gateway.usage_record import RequestStatus
+
+DRAIN_TIMEOUT_S = 1.0
 
 # status, http status, error class, tally: how the stream ended and what it carried
 Outcome = Callable[[RequestStatus, int, str | None, StreamTally], None]
@@ -52,6 +56,15 @@ class RelayResponse(StreamingResponse):
                 self._on_abandon()
 
 
+async def _drain(raw: AsyncIterator[bytes]) -> None:
+    """Read the little that follows [DONE] (the body's end), so that the upstream
+    connection goes back to the pool instead of being closed."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            async for _ in raw:
+                pass
+
+
 def stream_error(message: str) -> bytes:
     """OpenAI's way to end a stream that already started: an error event."""
     return encode_event(
@@ -75,8 +88,14 @@ async def relay(
     status, http_status, error_class = RequestStatus.CANCELLED, 200, "client_disconnected"
     try:
         pending = first
+        done = False
         while True:
             for payload in pending:
+                done = payload.strip() == DONE
+                if done:
+                    # the outcome is settled before the last event leaves: a client
+                    # that hangs up right after [DONE] did not cancel anything
+                    status, error_class = RequestStatus.OK, None
                 out = rewrite_chunk(
                     payload, public_model=ex.requested, tally=tally, include_usage=include_usage
                 )
@@ -84,6 +103,11 @@ async def relay(
                     if ex.ttft_ms is None:
                         ex.ttft_ms = ex.elapsed_ms()
                     yield out
+                if done:
+                    break
+            if done:
+                await _drain(raw)
+                break
             try:
                 chunk = await anext(raw)
             except StopAsyncIteration:
@@ -92,7 +116,7 @@ async def relay(
                     break
                 continue
             pending = list(decoder.feed(chunk))
-        if tally.finished:
+        if done or tally.finished:
             status, error_class = RequestStatus.OK, None
         else:
             status, http_status = RequestStatus.UPSTREAM_ERROR, 502

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from gateway.aiohttp_transport import AiohttpTransport
 from gateway.config import Config, Model, Provider
 from gateway.retry_policy import FailureReason, Verdict, classify, parse_retry_after
 
@@ -102,10 +103,11 @@ def malformed(provider: Provider, what: str) -> UpstreamFailure:
 class UpstreamClient:
     def __init__(self, cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._cfg = cfg
+        max_connections = max(p.max_connections for p in cfg.providers)
         self._client = httpx.AsyncClient(
-            transport=transport,
+            transport=transport or AiohttpTransport(max_connections=max_connections),
             limits=httpx.Limits(
-                max_connections=max(p.max_connections for p in cfg.providers),
+                max_connections=max_connections,
                 max_keepalive_connections=256,
                 keepalive_expiry=30,
             ),
