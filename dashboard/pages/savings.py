@@ -6,7 +6,7 @@ import streamlit as st
 
 from dashboard import aggregations as agg
 from dashboard import queries
-from dashboard.components.charts import time_chart
+from dashboard.components.charts import stacked_by, time_chart
 from dashboard.components.formatting import format_pct, format_usd
 from dashboard.components.markers import routing_markers
 from dashboard.components.page import ledger_is_empty, no_match, refreshing, start_page
@@ -74,6 +74,20 @@ def body() -> None:
             "USD",
             routing_markers(ctx.url, ctx.settings.app_name, f),
             kind="bar",
+            span=(f.start_at, f.end_at),
+            freq=freq,
+        ),
+        width="stretch",
+    )
+    by_provider = agg.over_time(cube, freq, by="provider")
+    by_provider["provider"] = by_provider["provider"].fillna("(none)")
+    st.plotly_chart(
+        stacked_by(
+            by_provider,
+            "provider",
+            "savings_usd",
+            "Provider price & FX savings over time, by provider",
+            "USD",
             span=(f.start_at, f.end_at),
             freq=freq,
         ),
