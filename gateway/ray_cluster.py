@@ -126,6 +126,9 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
         # host's outward address and binds its services there (multi-node Ray is
         # KubeRay's job, see docs/deploy.md).
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        # Ray starts workers at nice 15; the replicas are the request path and must not
+        # yield the CPU to a database or a batch job on the same machine
+        "RAY_worker_niceness": "0",
     }
     if cfg.gateway.ingress == "haproxy":
         # Serve's own switches, read when its controller starts: HAProxy (shipped in
