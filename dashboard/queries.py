@@ -12,6 +12,7 @@ on a timer, so a new row shows up within that time.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,7 +23,8 @@ from sqlalchemy import Engine, text
 from dashboard import aggregations as agg
 from dashboard.aggregations import normalize_cube
 from dashboard.filters import DEFAULT_DAYS, Filters
-from dashboard.rollup import LedgerRollup
+from dashboard.rollup import DayStore, LedgerRollup
+from db.embedded import state_dir
 from db.engine import make_engine
 
 CACHE_TTL_S = 30
@@ -160,7 +162,23 @@ def rollup_for(url: str) -> LedgerRollup:
             hist = pool.submit(_ledger_histogram, engine, everything, start, end, "day")
             return cube.result(), hist.result()
 
-    return LedgerRollup(fetch)
+    # closed days persist under the state dir, one folder per database: a restarted
+    # dashboard serves them at once and refreshes them in the background
+    def count(start: dt.datetime, end: dt.datetime) -> dict[dt.date, int]:
+        with engine.connect() as conn:
+            rows = conn.execute(_DAY_COUNTS_SQL, {"start": start, "end": end}).all()
+        return {day: int(n) for day, n in rows}
+
+    digest = hashlib.sha1(url.encode()).hexdigest()[:12]
+    store = DayStore(state_dir() / "dashboard-rollup" / digest)
+    return LedgerRollup(fetch, store=store, count=count)
+
+
+# rows per UTC day: an index-only scan of (started_at), to check stored rollup days
+_DAY_COUNTS_SQL = text(
+    "SELECT (started_at AT TIME ZONE 'UTC')::date AS day, count(*) FROM usage_records"
+    " WHERE started_at >= :start AND started_at < :end GROUP BY 1"
+)
 
 
 def warm_rollup(url: str, days: int = 2 * DEFAULT_DAYS) -> None:

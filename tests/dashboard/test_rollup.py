@@ -18,6 +18,13 @@ class FakeLedger:
         self.records = records
         self.calls: list[tuple[dt.datetime, dt.datetime]] = []
 
+    def count(self, start, end):
+        days: dict[dt.date, int] = {}
+        for r in self.records:
+            if start <= r.started_at < end:
+                days[r.started_at.date()] = days.get(r.started_at.date(), 0) + 1
+        return days
+
     def __call__(self, start, end):
         self.calls.append((start, end))
         inside = [r for r in self.records if start <= r.started_at < end]
@@ -61,3 +68,40 @@ def test_warm_fetches_in_the_background():
     assert len(ledger.calls) == 1
     assert isinstance(rollup.days(DAY, DAY + dt.timedelta(days=2))[0], pd.DataFrame)
     assert len(ledger.calls) == 1
+
+
+def test_a_new_process_serves_stored_days_at_once_with_exact_money(tmp_path):
+    from decimal import Decimal
+
+    from dashboard.rollup import DayStore
+
+    ledger = FakeLedger([record(started_at=at(d)) for d in (1, 2)])
+    first = LedgerRollup(ledger, store=DayStore(tmp_path), count=ledger.count)
+    cube, _ = first.days(DAY, DAY + dt.timedelta(days=1))
+    assert len(ledger.calls) == 1
+
+    # a restarted dashboard: same store, the same ledger rows, no fetch
+    second_ledger = FakeLedger(list(ledger.records))
+    second = LedgerRollup(second_ledger, store=DayStore(tmp_path), count=second_ledger.count)
+    again, _ = second.days(DAY, DAY + dt.timedelta(days=1))
+    assert second_ledger.calls == []
+    assert again["requests"].sum() == cube["requests"].sum() == 2
+    money = [c for c in again.columns if again[c].map(lambda v: isinstance(v, Decimal)).any()]
+    assert money and all(agg.dsum(again[c]) == agg.dsum(cube[c]) for c in money)
+
+
+def test_a_stored_day_whose_ledger_rows_changed_is_fetched_anew(tmp_path):
+    from dashboard.rollup import DayStore
+
+    store = DayStore(tmp_path)
+    old = FakeLedger([record(started_at=at(1)), record(started_at=at(2))])
+    LedgerRollup(old, store=store, count=old.count).days(DAY, DAY + dt.timedelta(days=1))
+    # day 1 got a late row (a spool replay); day 2 is as stored
+    ledger = FakeLedger(old.records + [record(started_at=at(1, 14))])
+    rollup = LedgerRollup(ledger, store=store, count=ledger.count)
+    cube, _ = rollup.days(DAY, DAY + dt.timedelta(days=1))
+    assert cube["requests"].sum() == 3
+    assert ledger.calls == [(at(1, 0), at(2, 0))]  # only day 1 went to the ledger
+    emptied = FakeLedger([])
+    cube, _ = LedgerRollup(emptied, store=store, count=emptied.count).days(DAY, DAY)
+    assert cube["requests"].sum() == 0
