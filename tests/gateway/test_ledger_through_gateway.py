@@ -126,8 +126,11 @@ def _load(gateway: Any, seconds: float, results: list[dict[str, Any]], concurren
         i = 0
         while time.monotonic() < deadline and len(results) < 5000:
             i += 1
-            results.append(await _one(client, gateway.api_key, MODELS[(n + i) % len(MODELS)],
-                                      stream=(n + i) % 3 == 0))
+            try:
+                results.append(await _one(client, gateway.api_key,
+                                          MODELS[(n + i) % len(MODELS)], stream=(n + i) % 3 == 0))
+            except httpx.HTTPError as err:  # a gateway going down: counted, not raised
+                results.append({"status": 0, "id": None, "error": type(err).__name__})
 
     async def run() -> None:
         deadline = time.monotonic() + seconds
