@@ -192,6 +192,9 @@ class GatewayOptions(_Strict):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     # false only to measure what recording costs: requests then leave no ledger row
     record_usage: bool = True
+    # Serve's per-request access log: the ledger already holds every request, and the
+    # log line costs CPU on the request path
+    access_log: bool = False
     # when true, every request needs a gateway key (Authorization: Bearer ...)
     require_keys: bool = False
     # env var names whose values are accepted as keys of the `default` app (for bootstrapping)

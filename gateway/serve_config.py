@@ -66,6 +66,7 @@ def serve_config(
             {
                 "name": g.app_name,
                 "route_prefix": g.route_prefix,
+                "logging_config": {"enable_access_log": g.access_log, "log_level": "INFO"},
                 "import_path": IMPORT_PATH,
                 "args": {
                     "config_path": str(config_path.resolve()),
