@@ -6,6 +6,7 @@ import argparse
 import getpass
 import os
 import secrets
+import subprocess
 import sys
 from pathlib import Path
 
@@ -94,6 +95,15 @@ def run_dashboard(args: argparse.Namespace) -> int:
             f"`admin` with the one-time password {password}",
             flush=True,
         )
+    # the closed days' rollup is built beside the server and stored on disk, so that the
+    # first visitor does not wait for a scan of the ledger
+    subprocess.Popen(
+        [sys.executable, "-m", "dashboard.warm"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     # become the server: signals (Ctrl-C, a demo's SIGTERM) reach Streamlit directly
     command = streamlit_command(args.host, args.port)
     os.execve(command[0], command, env)
