@@ -23,7 +23,6 @@ def build_app(
     service: GatewayService,
     *,
     render_metrics: MetricsRenderer | None = None,
-    ready: Callable[[], bool] | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="costgate",
@@ -64,7 +63,7 @@ def build_app(
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        ok = service.ready and (ready() if ready else True)
+        ok = service.ready
         body = {
             "status": "ready" if ok else "starting",
             "models": len(service.cfg.models),
