@@ -12,21 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway.config import ConfigError, default_config_path, load_config
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="costgate YAML (default: $COSTGATE_CONFIG or config/costgate.example.yaml)",
-    )
+from gateway.config_option import add_config_option, load_for_command
 
 
 def register(sub: Any) -> None:
     up = sub.add_parser("up", help="start Ray (if needed), deploy the gateway, wait until ready")
-    _common(up)
+    add_config_option(up)
     up.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for ready")
     up.add_argument(
         "--foreground",
@@ -36,18 +27,18 @@ def register(sub: Any) -> None:
     up.set_defaults(func=cmd_up)
 
     down = sub.add_parser("down", help="stop the gateway and the Ray head that `up` started")
-    _common(down)
+    add_config_option(down)
     down.add_argument(
         "--keep-db", action="store_true", help="leave the embedded PostgreSQL running"
     )
     down.set_defaults(func=cmd_down)
 
     sc = sub.add_parser("serve-config", help="print the generated declarative Serve config")
-    _common(sc)
+    add_config_option(sc)
     sc.set_defaults(func=cmd_serve_config)
 
     demo = sub.add_parser("demo", help="sim, gateway, traffic and dashboard, in the foreground")
-    _common(demo)
+    add_config_option(demo)
     demo.add_argument("--requests", type=int, default=5000, help="traffic bound (requests)")
     demo.add_argument("--duration", type=float, default=3600.0, help="traffic bound (seconds)")
     demo.add_argument("--no-traffic", action="store_true", help="start everything but traffic")
@@ -55,12 +46,7 @@ def register(sub: Any) -> None:
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Path]:
-    path = (args.config or default_config_path()).resolve()
-    try:
-        return load_config(path), path
-    except ConfigError as err:
-        print(f"costgate: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+    return load_for_command(args.config)
 
 
 def _state_dir() -> Path:

@@ -12,19 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
-def _config_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="costgate YAML (default: $COSTGATE_CONFIG or config/costgate.example.yaml)",
-    )
+from gateway.config_option import add_config_option, load_for_command
 
 
 def register(sub: Any) -> None:
     mig = sub.add_parser("migrate", help="apply database migrations, then sync the config's prices")
-    _config_arg(mig)
+    add_config_option(mig)
     mig.add_argument("--to", default="head", help="target revision (default: head)")
     mig.add_argument(
         "--downgrade", action="store_true", help="downgrade to --to instead (e.g. --to base)"
@@ -48,7 +41,7 @@ def register(sub: Any) -> None:
     prices = sub.add_parser("prices", help="price versions")
     psub = prices.add_subparsers(dest="prices_command", required=True, metavar="ACTION")
     sync = psub.add_parser("sync", help="write the config's price versions and billing rules")
-    _config_arg(sync)
+    add_config_option(sync)
     sync.set_defaults(func=cmd_prices_sync)
 
     from gateway.record_writer_bench import add_arguments
@@ -65,13 +58,7 @@ def _database() -> str:
 
 
 def _load_config(path: Path | None) -> Any:
-    from gateway.config import ConfigError, default_config_path, load_config
-
-    try:
-        return load_config(path or default_config_path())
-    except ConfigError as err:
-        print(f"costgate: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+    return load_for_command(path)[0]
 
 
 def _print_sync(result: Any) -> None:

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gateway.config_option import add_config_option, load_for_command
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -15,12 +17,7 @@ def register(sub: Any) -> None:
         description="The RayService's serveConfigV2 is the Serve config `costgate up` deploys, "
         "generated from the same file; the file itself goes into a ConfigMap.",
     )
-    p.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="costgate YAML (default: $COSTGATE_CONFIG or config/costgate.example.yaml)",
-    )
+    add_config_option(p)
     p.add_argument("--image", default="costgate:latest", help="the image built from Dockerfile")
     p.add_argument("--name", default="costgate", help="RayService name and resource prefix")
     p.add_argument(
@@ -45,15 +42,9 @@ def _workers(spec: str) -> tuple[int, int, int]:
 
 
 def cmd_k8s_manifest(args: argparse.Namespace) -> int:
-    from gateway.config import ConfigError, default_config_path, load_config
     from gateway.kuberay import manifests, render
 
-    path = args.config or default_config_path()
-    try:
-        cfg = load_config(path)
-    except ConfigError as err:
-        print(f"costgate: {err}", file=sys.stderr)
-        return 2
+    cfg, path = load_for_command(args.config)
     docs = manifests(
         cfg,
         Path(path).read_text(),

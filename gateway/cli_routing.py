@@ -17,8 +17,9 @@ import getpass
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
+
+from gateway.config_option import add_config_option, load_for_command
 
 
 def register(sub: Any) -> None:
@@ -59,25 +60,13 @@ def register(sub: Any) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="costgate YAML (default: $COSTGATE_CONFIG or config/costgate.example.yaml)",
-    )
+    add_config_option(p)
     p.add_argument("--app", default=None, help="Serve application (default: from the config)")
     p.add_argument("--dashboard", default=None, help="Ray dashboard URL (default: from the config)")
 
 
 def _context(args: argparse.Namespace) -> tuple[Any, str, str]:
-    from gateway.config import ConfigError, default_config_path, load_config
-
-    path = args.config or default_config_path()
-    try:
-        cfg = load_config(path)
-    except ConfigError as err:
-        print(f"costgate: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+    cfg, _ = load_for_command(args.config)
     dashboard = args.dashboard or f"http://127.0.0.1:{cfg.gateway.ray.dashboard_port}"
     return cfg, dashboard, args.app or cfg.gateway.app_name
 
