@@ -1,6 +1,6 @@
 """The Routing page's logic, pure: weights as tables, an edit turned into a validated change.
 
-A change is validated with `gateway.routing_settings.parse_routing` (the same check the
+A change is validated with `gateway.domain.routing_settings.parse_routing` (the same check the
 update path and `reconfigure()` make) before the confirm step, so ops never confirm a
 change that would be refused.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from gateway.config import Config
-from gateway.routing_settings import RoutingError, RoutingSettings, parse_routing
+from gateway.domain.config import Config
+from gateway.domain.routing_settings import RoutingError, RoutingSettings, parse_routing
 
 
 def alias_models(settings: RoutingSettings, cfg: Config, alias: str) -> list[str]:

@@ -12,7 +12,7 @@ import dataclasses
 import os
 from functools import lru_cache
 
-from gateway.config import Config, default_config_path, load_config
+from gateway.domain.config import Config, default_config_path, load_config
 
 RAY_DASHBOARD_URL_ENV = "COSTGATE_RAY_DASHBOARD_URL"
 APP_NAME_ENV = "COSTGATE_APP_NAME"

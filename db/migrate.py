@@ -31,6 +31,13 @@ def upgrade(url: str | None = None, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
 
 
+def migrated_database_url() -> str:
+    """The ledger's URL (the embedded server started if needed), migrated to head."""
+    url = database_url()
+    upgrade(url)
+    return url
+
+
 def downgrade(url: str | None = None, revision: str = "base") -> None:
     command.downgrade(alembic_config(url), revision)
 

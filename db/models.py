@@ -4,14 +4,14 @@ Alembic migrations under `db/migrations/versions/` create exactly these (a test 
 autogenerate's comparison and expects no difference). Table and column names are a
 contract: the record writer, the dashboard's SQL and the routing audit use them.
 
-Money is NUMERIC (`Money`: 10 decimal places, see `gateway.pricing` for the rounding),
+Money is NUMERIC (`Money`: 10 decimal places, see `gateway.domain.pricing` for the rounding),
 never float. Timestamps are timestamptz in UTC.
 
 `usage_records.price_version_id` is deliberately *not* a foreign key: a record is a
 fact about a bill that already happened, and the writer must accept it even when the
 price sync has not run against this database (a restored dump, a config changed between
 `up` and the write). Price version ids are deterministic (uuid5 of their content, see
-`gateway.pricing`), so the sync inserts the very ids the gateway stamps and a LEFT JOIN
+`gateway.domain.pricing`), so the sync inserts the very ids the gateway stamps and a LEFT JOIN
 matches. Likewise `usage_records.app`/`team`/`key_id` are plain values, not foreign keys:
 the `anonymous` app and static bootstrap keys have no rows in `apps`/`api_keys`.
 """
@@ -56,7 +56,7 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-# Kept in step with gateway.usage_record.RequestStatus / UsageSource (a test checks).
+# Kept in step with gateway.domain.usage_record.RequestStatus / UsageSource (a test checks).
 REQUEST_STATUSES = ("ok", "client_error", "upstream_error", "cancelled")
 USAGE_SOURCES = ("provider", "estimated", "missing")
 
@@ -74,7 +74,7 @@ def _now() -> Any:
 
 
 class UsageRow(Base):
-    """One row per client request: one column per `gateway.usage_record.UsageRecord` field."""
+    """One row per client request: one column per field of `UsageRecord` (domain)."""
 
     __tablename__ = "usage_records"
 

@@ -1,6 +1,6 @@
 """Write the config's price versions and providers' billing rules into the database.
 
-Idempotent: version ids are content hashes (`gateway.pricing`), so running it again
+Idempotent: version ids are content hashes (`gateway.domain.pricing`), so running it again
 inserts nothing, and a changed price adds a new version beside the old ones (records
 priced with the old one still point at it). `provider_billing` holds each provider's rule
 as last synced; it is updated only when it changed.
@@ -17,8 +17,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from db.engine import engine_scope
 from db.models import PriceVersion as PriceVersionRow
 from db.models import ProviderBilling
-from gateway.config import Config
-from gateway.pricing import PriceCatalog, PriceVersion
+from gateway.domain.config import Config
+from gateway.domain.pricing import PriceCatalog, PriceVersion
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

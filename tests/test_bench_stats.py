@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from gateway.bench_stats import (
+from gateway.devtools.bench_stats import (
     Sample,
     build_report,
     overhead,

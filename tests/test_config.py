@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.config import ConfigError, default_config_path, load_config, parse_config
+from gateway.domain.config import ConfigError, default_config_path, load_config, parse_config
 
 EXAMPLE = yaml.safe_load(Path(default_config_path()).read_text())
 

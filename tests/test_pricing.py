@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gateway.config import default_config_path, load_config, parse_config
-from gateway.pricing import (
+from gateway.domain.config import default_config_path, load_config, parse_config
+from gateway.domain.pricing import (
     PriceCatalog,
     PriceUnavailable,
     TokenUsage,

@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import Engine, text
 
 from gateway import record_writer
-from gateway.record_writer import COLUMNS, RecordWriter
-from gateway.usage_record import RequestStatus, UsageRecord, UsageSource
+from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
+from gateway.ledger.writer import COLUMNS, RecordWriter
 from tests.fixtures.database import DatabaseProxy
 
 pytestmark = pytest.mark.usefixtures("clean_ledger")

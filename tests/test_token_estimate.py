@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.token_estimate import _encoding, count_tokens, estimate_prompt_tokens
+from gateway.domain.token_estimate import _encoding, count_tokens, estimate_prompt_tokens
 
 # OpenAI cookbook, "How to count tokens with tiktoken": its example conversation is
 # 129 prompt tokens on gpt-4 and 124 on gpt-4o, as the API itself reported them.

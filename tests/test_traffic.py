@@ -5,8 +5,8 @@ import random
 import threading
 import time
 
-from gateway.config import load_config
-from gateway.traffic import DEFAULT_ALIASES, default_models, plan_call, run_traffic
+from gateway.devtools.traffic import DEFAULT_ALIASES, default_models, plan_call, run_traffic
+from gateway.domain.config import load_config
 
 SIM_MODELS = ["gpt-4o-mini", "deepseek-chat", "gemini-2.5-flash"]
 

@@ -13,7 +13,7 @@ from dashboard.routing_editor import (
     propose_change,
     weights_frame,
 )
-from gateway.routing_settings import RoutingError, RoutingSettings, routing_from_config
+from gateway.domain.routing_settings import RoutingError, RoutingSettings, routing_from_config
 
 ctx = start_page("Routing", with_period=False)
 cfg = ctx.settings.config
@@ -24,7 +24,7 @@ FLASH_KEY = "routing_applied"
 def live_settings() -> tuple[RoutingSettings, str | None]:
     """The running app's settings, or the config's with the reason they are not live."""
     try:
-        from gateway.routing_update import read_routing
+        from gateway.control.routing_update import read_routing
 
         return read_routing(ctx.settings.ray_dashboard_url, ctx.settings.app_name), None
     except Exception as err:  # noqa: BLE001 - any failure: say so, show the config's
@@ -32,7 +32,7 @@ def live_settings() -> tuple[RoutingSettings, str | None]:
 
 
 def apply(change: PendingChange, note: str) -> None:
-    from gateway.routing_update import apply_routing_change
+    from gateway.control.routing_update import apply_routing_change
 
     apply_routing_change(
         ctx.settings.ray_dashboard_url,

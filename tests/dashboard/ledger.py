@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, insert, text
 
 from db.models import UsageRow
-from gateway.usage_record import UsageRecord
+from gateway.domain.usage_record import UsageRecord
 
 
 def insert_records(engine: Engine, records: Iterable[UsageRecord]) -> None:

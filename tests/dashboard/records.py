@@ -7,7 +7,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from gateway.usage_record import RequestStatus, UsageRecord, UsageSource
+from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
 
 T0 = dt.datetime(2026, 11, 2, 10, 0, tzinfo=dt.UTC)
 PV = uuid.UUID("00000000-0000-0000-0000-0000000000aa")

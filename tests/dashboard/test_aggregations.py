@@ -4,7 +4,7 @@ import datetime as dt
 from decimal import Decimal
 
 from dashboard import aggregations as agg
-from gateway.usage_record import RequestStatus, UsageSource
+from gateway.domain.usage_record import RequestStatus, UsageSource
 from tests.dashboard.records import PV, T0, failed, frame, record
 
 DISCOUNT = {PV: Decimal("0.252")}  # deepseek list input 0.28 − cached 0.028

@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 
 from dashboard.auth import USERS_ENV, hash_password
 from db.engine import normalize_url
-from gateway.service import REQUEST_ID_HEADER
+from gateway.replica.service import REQUEST_ID_HEADER
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
 
@@ -240,7 +240,7 @@ def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dash
         )
         assert {m: float(w) for m, w in audit.after.items()} == NEW_AUTO
     finally:
-        from gateway.routing_update import apply_routing_change
+        from gateway.control.routing_update import apply_routing_change
 
         apply_routing_change(
             gateway.dashboard_url,

@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 from dashboard.auth import USERS_ENV, load_users, verify_password
-from gateway.cli import build_parser
-from gateway.cli_dashboard import dashboard_env, streamlit_command
+from gateway.cli.dashboard import dashboard_env, streamlit_command
+from gateway.cli.main import build_parser
 
 
 def test_hash_password_prints_a_hash_that_verifies():

@@ -14,9 +14,9 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.auth import USERS_ENV, hash_password
 from dashboard.components.session import USER_KEY, SessionUser
-from dashboard.seed import seed_ledger
 from dashboard.settings import load_settings
-from gateway.config import default_config_path, load_config
+from gateway.devtools.seed import seed_ledger
+from gateway.domain.config import default_config_path, load_config
 from tests.dashboard.ledger import same_as_shown, shown_money, sql_sums
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")

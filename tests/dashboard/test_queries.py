@@ -13,9 +13,9 @@ from sqlalchemy import text
 from dashboard import aggregations as agg
 from dashboard import queries
 from dashboard.filters import Filters
-from dashboard.seed import seed_ledger
-from gateway.config import default_config_path, load_config
-from gateway.pricing import PriceCatalog
+from gateway.devtools.seed import seed_ledger
+from gateway.domain.config import default_config_path, load_config
+from gateway.domain.pricing import PriceCatalog
 from tests.dashboard.ledger import insert_records, sql_sums
 from tests.dashboard.records import failed, record
 

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from dashboard.routing_editor import history_frame, propose_change, weights_frame
-from gateway.config import default_config_path, load_config
-from gateway.routing_settings import RoutingError, routing_from_config
+from gateway.domain.config import default_config_path, load_config
+from gateway.domain.routing_settings import RoutingError, routing_from_config
 
 CFG = load_config(default_config_path())
 SETTINGS = routing_from_config(CFG)

@@ -5,9 +5,9 @@ import datetime as dt
 import pandas as pd
 from sqlalchemy import text
 
-from dashboard.seed import APPS, copy_text, seed_ledger
-from gateway.config import default_config_path, load_config
-from gateway.pricing import PriceCatalog, TokenUsage
+from gateway.devtools.seed import APPS, copy_text, seed_ledger
+from gateway.domain.config import default_config_path, load_config
+from gateway.domain.pricing import PriceCatalog, TokenUsage
 
 CFG = load_config(default_config_path())
 END = dt.datetime(2026, 11, 20, 12, tzinfo=dt.UTC)

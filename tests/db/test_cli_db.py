@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from db.keys import hash_key, load_active_keys
-from gateway.cli import main
+from gateway.cli.main import main
 
 
 @pytest.fixture

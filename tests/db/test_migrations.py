@@ -14,7 +14,7 @@ from sqlalchemy import inspect, make_url
 from db.engine import libpq_url, make_engine
 from db.migrate import current_revision, downgrade, head_revision, upgrade
 from db.models import REQUEST_STATUSES, USAGE_SOURCES, Base
-from gateway.usage_record import RequestStatus, UsageSource
+from gateway.domain.usage_record import RequestStatus, UsageSource
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from db.models import Base, UsageRow
-from gateway.usage_record import UsageRecord
+from gateway.domain.usage_record import UsageRecord
 
 
 def test_usage_records_has_one_column_per_usage_record_field_in_order() -> None:

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import Engine, text
 
 from db.price_sync import sync_prices
-from gateway.config import Config, default_config_path, load_config, parse_config
-from gateway.pricing import PriceCatalog, TokenUsage
+from gateway.domain.config import Config, default_config_path, load_config, parse_config
+from gateway.domain.pricing import PriceCatalog, TokenUsage
 
 
 @pytest.fixture(autouse=True)

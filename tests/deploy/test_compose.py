@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from gateway.cli import build_parser
-from gateway.config import load_config
+from gateway.cli.main import build_parser
+from gateway.domain.config import load_config
 from tests.deploy.repo_files import COMPOSE, EXAMPLE_ENV, PROMETHEUS, ROOT, compose
 
 SERVICES = {"postgres", "gateway", "dashboard", "sim", "prometheus", "grafana"}

@@ -1,6 +1,6 @@
 import yaml
 
-from gateway.config import load_config
+from gateway.domain.config import load_config
 from tests.deploy.repo_files import CONTAINER_CONFIG, EXAMPLE_CONFIG
 
 

@@ -5,7 +5,7 @@ import subprocess
 
 import yaml
 
-from gateway.metrics_catalog import ALL_METRICS, exported_sample_names
+from gateway.metrics.catalog import ALL_METRICS, exported_sample_names
 from tests.deploy.repo_files import GRAFANA, compose
 
 DASHBOARD = GRAFANA / "dashboards" / "costgate.json"

@@ -73,5 +73,5 @@ def test_the_wheel_built_from_the_image_context_holds_everything_the_gateway_run
         .read(next(n for n in names if n.endswith("entry_points.txt")))
         .decode()
     )
-    assert "costgate = gateway.cli:main" in entry_points
+    assert "costgate = gateway.cli.main:main" in entry_points
     assert Path(ROOT / "config" / "costgate.example.yaml").exists()

@@ -5,9 +5,9 @@ import pytest
 import yaml
 
 from gateway import cli_deploy
-from gateway.config import load_config
-from gateway.kuberay import CONFIG_PATH, STATE_DIR, manifests, render
-from gateway.serve_config import serve_config
+from gateway.control.kuberay import CONFIG_PATH, STATE_DIR, manifests, render
+from gateway.control.serve_config import serve_config
+from gateway.domain.config import load_config
 from tests.deploy.repo_files import CONTAINER_CONFIG, K8S, ROOT, yaml_docs
 
 GENERATED = K8S / "costgate.yaml"
@@ -179,7 +179,7 @@ def test_serve_autoscaling_in_the_config_turns_on_kuberay_autoscaling(tmp_path):
 
 
 def test_k8s_manifest_and_the_migration_job_are_commands_costgate_accepts():
-    from gateway.cli import build_parser
+    from gateway.cli.main import build_parser
 
     parser = build_parser()
     args = parser.parse_args(["k8s-manifest", "--config", str(CONTAINER_CONFIG)])

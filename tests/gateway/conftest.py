@@ -14,11 +14,11 @@ import httpx
 import pytest
 import uvicorn
 
-from gateway.circuit_breaker import BreakerBoard
-from gateway.config import load_config
-from gateway.http_api import build_app
-from gateway.service import GatewayService, RecordSink
-from gateway.usage_record import UsageRecord
+from gateway.domain.config import load_config
+from gateway.domain.usage_record import UsageRecord
+from gateway.replica.http_api import build_app
+from gateway.replica.service import GatewayService, RecordSink
+from gateway.routing.circuit_breaker import BreakerBoard
 from tests.fixtures.gateway import PLAIN_GATEWAY_PORT, PROVIDER_SECRET, gateway_config
 from tests.fixtures.ports import PortBlock
 

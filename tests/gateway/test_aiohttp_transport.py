@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from gateway.aiohttp_transport import AiohttpTransport
-from gateway.retry_policy import FailureReason, classify
+from gateway.providers.aiohttp_transport import AiohttpTransport
+from gateway.routing.retry_policy import FailureReason, classify
 from tests.fixtures.ports import port_is_free
 
 BODY = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}

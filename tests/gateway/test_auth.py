@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from db.keys import hash_key
-from gateway.auth import ANONYMOUS, Caller, KeyRing
-from gateway.openai_errors import OpenAIError
+from gateway.domain.openai_errors import OpenAIError
+from gateway.replica.auth import ANONYMOUS, Caller, KeyRing
 
 ALICE = Caller(app="alice-app", team="a", key_id=uuid.uuid4())
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.chat_request import parse_json_body, upstream_body, validate_chat_request
-from gateway.openai_errors import OpenAIError
+from gateway.domain.openai_errors import OpenAIError
+from gateway.replica.chat_request import parse_json_body, upstream_body, validate_chat_request
 
 MSG = [{"role": "user", "content": "hi"}]
 

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.usage_record import RequestStatus, UsageSource
+from gateway.domain.usage_record import RequestStatus, UsageSource
 from tests.fixtures.gateway import PROVIDER_SECRET
 
 MESSAGES = [{"role": "user", "content": "Say something about the weather in Lisbon."}]

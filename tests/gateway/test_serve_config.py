@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.config import default_config_path, load_config, parse_config
-from gateway.routing_settings import parse_routing
-from gateway.serve_config import serve_config
+from gateway.control.serve_config import serve_config
+from gateway.domain.config import default_config_path, load_config, parse_config
+from gateway.domain.routing_settings import parse_routing
 
 
 def test_the_ingress_gets_replicas_ongoing_requests_and_routing_from_the_config(tmp_path):
     cfg = load_config(default_config_path())
     sc = serve_config(cfg, config_path=Path(default_config_path()), state_dir=tmp_path)
     (app,) = sc["applications"]
-    assert app["import_path"] == "gateway.ingress:build"
+    assert app["import_path"] == "gateway.replica.ingress:build"
     assert app["name"] == "costgate" and app["route_prefix"] == "/"
     (dep,) = app["deployments"]
     assert dep["num_replicas"] == 2 and dep["max_ongoing_requests"] == 256

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway.sse import MalformedChunk, SSEDecoder, StreamTally, rewrite_chunk
+from gateway.providers.sse import MalformedChunk, SSEDecoder, StreamTally, rewrite_chunk
 
 
 def chunk(content: str | None = None, finish: str | None = None, usage=None) -> bytes:

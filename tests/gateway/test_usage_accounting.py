@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.usage_accounting import account, completion_text, usage_from_openai
-from gateway.usage_record import UsageSource
+from gateway.domain.usage_record import UsageSource
+from gateway.replica.usage_accounting import account, completion_text, usage_from_openai
 
 MESSAGES = [{"role": "user", "content": "How many tokens is this sentence?"}]
 

@@ -7,7 +7,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from gateway.usage_record import RequestStatus, UsageRecord, UsageSource
+from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
 
 _T0 = dt.datetime(2026, 11, 1, 12, 0, tzinfo=dt.UTC)
 

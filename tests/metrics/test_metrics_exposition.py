@@ -1,15 +1,15 @@
 import subprocess
 from decimal import Decimal
 
-from gateway.metrics_catalog import (
+from gateway.metrics.catalog import (
     ALL_METRICS,
     COST_USD,
     REQUEST_DURATION,
     REQUESTS,
     exported_sample_names,
 )
-from gateway.metrics_exposition import render_totals
-from gateway.metrics_snapshot import SeriesStore, Totals, merge_totals
+from gateway.metrics.exposition import render_totals
+from gateway.metrics.snapshot import SeriesStore, Totals, merge_totals
 from tests.metrics.exposition_reader import families, samples, total
 
 

@@ -1,8 +1,8 @@
 from decimal import Decimal
 
-from gateway.metrics_catalog import COST_USD, IN_FLIGHT, REQUESTS
-from gateway.metrics_hub import HubState
-from gateway.metrics_snapshot import SeriesStore, Snapshot
+from gateway.metrics.catalog import COST_USD, IN_FLIGHT, REQUESTS
+from gateway.metrics.hub import HubState
+from gateway.metrics.snapshot import SeriesStore, Snapshot
 
 REQ = ("m", "p", "", "app", "2xx")
 

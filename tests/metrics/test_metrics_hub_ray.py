@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import ray
 
-from gateway.metrics import ReplicaMetrics, render_metrics
-from gateway.metrics_hub import HUB_NAMESPACE, hub_handle, hub_name
+from gateway.metrics.hub import HUB_NAMESPACE, hub_handle, hub_name
+from gateway.metrics.replica import ReplicaMetrics, render_metrics
 from tests.metrics.exposition_reader import total
 from tests.metrics.records import make_record
 

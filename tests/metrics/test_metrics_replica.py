@@ -3,9 +3,9 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.metrics import LocalHubClient, ReplicaMetrics, render_metrics
-from gateway.metrics_hub import HubState
-from gateway.usage_record import RequestStatus, UsageSource
+from gateway.domain.usage_record import RequestStatus, UsageSource
+from gateway.metrics.hub import HubState
+from gateway.metrics.replica import LocalHubClient, ReplicaMetrics, render_metrics
 from tests.metrics.exposition_reader import samples, total
 from tests.metrics.records import make_record
 
@@ -237,11 +237,11 @@ async def test_render_metrics_pushes_this_processes_news_first():
 async def test_without_ray_the_default_hub_refuses_instead_of_starting_a_cluster(monkeypatch):
     import ray
 
-    import gateway.metrics
+    import gateway.metrics.replica
 
     created = []
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(gateway.metrics, "hub_handle", lambda app: created.append(app))
+    monkeypatch.setattr(gateway.metrics.replica, "hub_handle", lambda app: created.append(app))
     r = ReplicaMetrics("r1", "costgate")
     r.observe_request(make_record())
     with pytest.raises(RuntimeError, match="not initialized"):

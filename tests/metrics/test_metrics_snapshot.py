@@ -1,6 +1,6 @@
 from decimal import Decimal
 
-from gateway.metrics_catalog import (
+from gateway.metrics.catalog import (
     BREAKER_REPLICAS,
     BREAKER_STATE,
     COST_USD,
@@ -10,7 +10,7 @@ from gateway.metrics_catalog import (
     REQUESTS,
     ROUTING_WEIGHT,
 )
-from gateway.metrics_snapshot import HistogramValue, SeriesStore, Totals, merge_totals
+from gateway.metrics.snapshot import HistogramValue, SeriesStore, Totals, merge_totals
 
 
 def _store_with(requests: int, cost: str, inflight: int) -> SeriesStore:

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.config import Config, load_config
-from gateway.routing_update import ServeAdmin
+from gateway.control.routing_update import ServeAdmin
+from gateway.domain.config import Config, load_config
 from tests.fixtures.gateway import PROVIDER_SECRET, gateway_config
 from tests.fixtures.ports import PortBlock, claim_block
 

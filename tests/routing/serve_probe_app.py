@@ -1,6 +1,6 @@
 """A tiny Serve app shaped like the gateway's ingress, for testing the update path.
 
-Like `gateway.ingress`, it takes its routing settings as `user_config` and swaps them in
+Like `gateway.replica.ingress`, it takes its routing settings as `user_config` and swaps them in
 `reconfigure()`, and `GET /costgate/routing` answers as the gateway's does: this
 replica's PID and the routing settings it runs. It starts in a second, where the real
 gateway needs a sim, a database and its config.

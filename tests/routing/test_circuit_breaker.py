@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.circuit_breaker import BreakerBoard, BreakerState, CircuitBreaker
-from gateway.routing_settings import BreakerSettings
+from gateway.domain.routing_settings import BreakerSettings
+from gateway.routing.circuit_breaker import BreakerBoard, BreakerState, CircuitBreaker
 
 
 class FakeClock:

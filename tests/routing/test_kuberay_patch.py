@@ -12,9 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.config import Config, load_config
-from gateway.routing_settings import RoutingError
-from gateway.routing_update import RoutingUpdateError, rayservice_json_patch, serve_config_change
+from gateway.control.routing_update import (
+    RoutingUpdateError,
+    rayservice_json_patch,
+    serve_config_change,
+)
+from gateway.domain.config import Config, load_config
+from gateway.domain.routing_settings import RoutingError
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.latency_tracker import LatencyTracker
+from gateway.routing.latency_tracker import LatencyTracker
 
 
 def test_first_samples_are_a_plain_mean() -> None:

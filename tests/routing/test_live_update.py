@@ -15,13 +15,13 @@ import httpx
 import pytest
 
 from db.routing_audit import list_routing_changes
-from gateway.routing_settings import RoutingError
-from gateway.routing_update import (
+from gateway.control.routing_update import (
     RoutingUpdateError,
     ServeAdmin,
     apply_routing_change,
     read_live_routing,
 )
+from gateway.domain.routing_settings import RoutingError
 from tests.routing.live_gateway import BYSTANDER, RoutingGateway
 
 pytestmark = pytest.mark.ray

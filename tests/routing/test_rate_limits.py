@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.rate_limits import RateLimiter
-from gateway.routing_settings import ModelCaps
+from gateway.domain.routing_settings import ModelCaps
+from gateway.routing.rate_limits import RateLimiter
 
 
 class FakeClock:

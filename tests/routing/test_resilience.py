@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import text
 
 from db.engine import make_engine
-from gateway.routing_settings import RoutingSettings
-from gateway.routing_update import apply_routing_settings
+from gateway.control.routing_update import apply_routing_settings
+from gateway.domain.routing_settings import RoutingSettings
 from tests.routing.live_gateway import RoutingGateway
 
 pytestmark = pytest.mark.ray

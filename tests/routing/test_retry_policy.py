@@ -9,7 +9,8 @@ import random
 import httpx
 import pytest
 
-from gateway.retry_policy import (
+from gateway.domain.routing_settings import RetrySettings
+from gateway.routing.retry_policy import (
     FailureReason,
     NextStep,
     backoff_delay,
@@ -17,7 +18,6 @@ from gateway.retry_policy import (
     decide_next,
     parse_retry_after,
 )
-from gateway.routing_settings import RetrySettings
 
 
 @pytest.mark.parametrize(

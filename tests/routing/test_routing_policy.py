@@ -8,8 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.config import Config, Prices, default_config_path, load_config
-from gateway.routing_policy import (
+from gateway.domain.config import Config, Prices, default_config_path, load_config
+from gateway.domain.routing_settings import RoutingSettings, routing_from_config
+from gateway.routing.policy import (
     Health,
     Priority,
     RouteHeaderError,
@@ -22,7 +23,6 @@ from gateway.routing_policy import (
     rank_candidates,
     weighted_choice,
 )
-from gateway.routing_settings import RoutingSettings, routing_from_config
 
 # chi-square critical values at p = 0.001 (tables), by degrees of freedom
 CHI2_CRITICAL_001 = {1: 10.828, 2: 13.816, 3: 16.266, 4: 18.467}

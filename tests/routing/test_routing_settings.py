@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.config import Config, default_config_path, load_config
-from gateway.routing_settings import (
+from gateway.domain.config import Config, default_config_path, load_config
+from gateway.domain.routing_settings import (
     RoutingError,
     parse_routing,
     parse_weight_args,

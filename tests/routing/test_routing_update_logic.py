@@ -16,9 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.config import Config, default_config_path, load_config
-from gateway.routing_settings import RoutingError, routing_from_config
-from gateway.routing_update import (
+from gateway.control.routing_update import (
     RoutingConflict,
     RoutingUpdateError,
     ServeAdmin,
@@ -29,6 +27,8 @@ from gateway.routing_update import (
     rollout_state,
     with_user_config,
 )
+from gateway.domain.config import Config, default_config_path, load_config
+from gateway.domain.routing_settings import RoutingError, routing_from_config
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,10 @@ import random
 
 import pytest
 
-from gateway.sim.behaviour import PromptCache, plan_reply
-from gateway.sim.request import InvalidRequest, parse_chat_request
-from gateway.sim.settings import Behaviour
-from gateway.sim.tokens import count_text
+from gateway.devtools.sim.behaviour import PromptCache, plan_reply
+from gateway.devtools.sim.request import InvalidRequest, parse_chat_request
+from gateway.devtools.sim.settings import Behaviour
+from gateway.devtools.sim.tokens import count_text
 
 FIXED = Behaviour(ttft_ms=100, per_token_ms=10, jitter=0, completion_tokens=(30, 30))
 WEATHER_TOOL = {"type": "function", "function": {

@@ -5,7 +5,8 @@ import json
 import httpx
 import pytest
 
-from gateway.bench import (
+from gateway.cli.main import main as costgate
+from gateway.devtools.bench import (
     BenchError,
     Load,
     Target,
@@ -13,8 +14,7 @@ from gateway.bench import (
     resolve_direct_target,
     run_bench,
 )
-from gateway.cli import main as costgate
-from gateway.config import load_config
+from gateway.domain.config import load_config
 
 
 @pytest.mark.parametrize(("sse", "first"), [

@@ -3,10 +3,10 @@ import random
 
 import pytest
 
-from gateway.sim import bodies
-from gateway.sim.behaviour import plan_reply
-from gateway.sim.request import parse_chat_request
-from gateway.sim.settings import Behaviour
+from gateway.devtools.sim import bodies
+from gateway.devtools.sim.behaviour import plan_reply
+from gateway.devtools.sim.request import parse_chat_request
+from gateway.devtools.sim.settings import Behaviour
 
 TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {
     "type": "object", "properties": {"q": {"type": "string"}}}}}

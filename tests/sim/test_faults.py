@@ -1,7 +1,7 @@
 import pytest
 
-from gateway.sim.faults import FaultTable
-from gateway.sim.settings import FaultSpec
+from gateway.devtools.sim.faults import FaultTable
+from gateway.devtools.sim.settings import FaultSpec
 
 
 def kinds_drawn(table: FaultTable, model: str, draws: list[float]) -> list[str | None]:

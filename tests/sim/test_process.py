@@ -6,7 +6,7 @@ import httpx
 import pytest
 import yaml
 
-from gateway.sim.process import SimProcess, SimStartError
+from gateway.devtools.sim.process import SimProcess, SimStartError
 from tests.fixtures.sim import EXAMPLE_CONFIG
 
 PORTS = range(19190, 19195)

@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.sim.tokens import REPLY_PRIMING_TOKENS, message_tokens
+from gateway.devtools.sim.tokens import REPLY_PRIMING_TOKENS, message_tokens
 
 HELLO = [{"role": "user", "content": "Say hello to the gateway."}]
 

@@ -1,7 +1,7 @@
 import hashlib
 import json
 
-from gateway.sim.stats import SimStats, bearer_fingerprint
+from gateway.devtools.sim.stats import SimStats, bearer_fingerprint
 
 
 def test_bearer_fingerprint_is_a_short_hash_and_only_for_bearer_tokens():

@@ -1,6 +1,6 @@
 import random
 
-from gateway.sim.tokens import (
+from gateway.devtools.sim.tokens import (
     REPLY_PRIMING_TOKENS,
     corpus,
     count_text,

@@ -1,0 +1,122 @@
+"""`costgate bench`: the gateway's latency and throughput, side by side with the sim's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from contextlib import nullcontext
+
+DEFAULT_GATEWAY = "http://127.0.0.1:8000/v1"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench", help="load the gateway and the sim directly; report the overhead",
+        description="Send the same bounded load to the gateway and straight to the "
+        "simulated upstream, in turns, and report requests/s, latency and (streams) time "
+        "to first token percentiles for each, and the gateway's overhead per percentile.",
+    )
+    parser.add_argument("--config", help="configuration file, to find the model's upstream")
+    parser.add_argument("--gateway", default=DEFAULT_GATEWAY,
+                        help=f"the gateway's OpenAI base URL (default {DEFAULT_GATEWAY})")
+    parser.add_argument("--api-key", default=os.environ.get("COSTGATE_API_KEY"),
+                        help="gateway key (default: $COSTGATE_API_KEY)")
+    parser.add_argument("--sim", help="the sim's root URL, e.g. http://127.0.0.1:9100 "
+                        "(default: the model's provider base_url in the config)")
+    parser.add_argument("--model", default="gpt-4o-mini",
+                        help="a concrete public model name (default gpt-4o-mini)")
+    parser.add_argument("--targets", default="direct,gateway",
+                        help="comma-separated: direct, gateway (default both)")
+    parser.add_argument("--requests", type=int, default=1000,
+                        help="requests per target (default 1000)")
+    parser.add_argument("--duration", type=float, default=30.0,
+                        help="at most this many seconds per target (default 30)")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    parser.add_argument("--stream", action="store_true", help="stream, and measure TTFT")
+    parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens per request")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="requests per target before measuring, so every connection is "
+                        "open (default: twice the concurrency, at least 20)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="targets take turns this many times (default 2)")
+    parser.add_argument("--upstream-ms", metavar="TTFT[,PER_TOKEN]",
+                        help="set the sim's latency for the model during the run through "
+                        "its control API, e.g. 0 (pure overhead) or 200,0 (the sim is found "
+                        "like the direct target: --sim, or the provider's base_url)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="per request, seconds")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvloop
+
+    from gateway.devtools.bench import (
+        BenchError,
+        Load,
+        Target,
+        resolve_direct_target,
+        run_bench,
+        upstream_latency,
+    )
+    from gateway.devtools.bench_stats import build_report, render_table
+    from gateway.domain.config import ConfigError, default_config_path, load_config
+
+    names = [n.strip() for n in args.targets.split(",") if n.strip()]
+    unknown = set(names) - {"direct", "gateway"}
+    if unknown or not names:
+        print(f"--targets: expected direct and/or gateway, got {args.targets!r}",
+              file=sys.stderr)
+        return 2
+    for flag in ("requests", "concurrency", "duration"):
+        if getattr(args, flag) <= 0:
+            print(f"--{flag} must be above 0", file=sys.stderr)
+            return 2
+    try:
+        latency = _upstream_ms(args.upstream_ms)
+    except ValueError as err:
+        print(f"--upstream-ms: {err}", file=sys.stderr)
+        return 2
+    targets: list[Target] = []
+    try:
+        if "direct" in names or latency:
+            config = load_config(args.config or default_config_path())
+            direct = resolve_direct_target(config, args.model, args.sim)
+            if "direct" in names:
+                targets.append(direct)
+    except (ConfigError, BenchError) as err:
+        print(err, file=sys.stderr)
+        return 2
+    if "gateway" in names:
+        targets.append(Target("gateway", args.gateway, args.model, args.api_key))
+    load = Load(requests=args.requests, duration_s=args.duration,
+                concurrency=args.concurrency, stream=args.stream, max_tokens=args.max_tokens,
+                warmup=max(20, 2 * args.concurrency) if args.warmup is None else args.warmup,
+                rounds=args.rounds, timeout_s=args.timeout)
+    try:
+        with upstream_latency(direct, *latency) if latency else nullcontext():
+            summaries = uvloop.run(run_bench(targets, load))
+    except BenchError as err:
+        print(err, file=sys.stderr)
+        return 2
+    report = build_report({**load.as_dict(), "model": args.model}, summaries)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"model {args.model}, concurrency {load.concurrency}, "
+              f"{'streaming' if load.stream else 'non-streaming'}, "
+              f"max_tokens {load.max_tokens}; latency in ms")
+        print(render_table(report))
+    failed = all(s.errors == s.requests for s in summaries)
+    return 1 if failed else 0
+
+
+def _upstream_ms(text: str | None) -> tuple[float, float] | None:
+    if not text:
+        return None
+    parts = [float(p) for p in text.split(",")]
+    if len(parts) > 2 or any(p < 0 for p in parts):
+        raise ValueError(f"expected TTFT[,PER_TOKEN] in ms, at least 0; got {text!r}")
+    return parts[0], parts[1] if len(parts) == 2 else 0.0

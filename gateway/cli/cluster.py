@@ -1,0 +1,134 @@
+"""`costgate up`, `costgate down`, `costgate serve-config` and `costgate demo`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway.cli.config_option import add_config_option, load_for_command
+
+
+def register(sub: Any) -> None:
+    up = sub.add_parser("up", help="start Ray (if needed), deploy the gateway, wait until ready")
+    add_config_option(up)
+    up.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for ready")
+    up.add_argument(
+        "--foreground",
+        action="store_true",
+        help="stay in the foreground; on SIGTERM or Ctrl-C do what `down` does (containers)",
+    )
+    up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop the gateway and the Ray head that `up` started")
+    add_config_option(down)
+    down.add_argument(
+        "--keep-db", action="store_true", help="leave the embedded PostgreSQL running"
+    )
+    down.set_defaults(func=cmd_down)
+
+    sc = sub.add_parser("serve-config", help="print the generated declarative Serve config")
+    add_config_option(sc)
+    sc.set_defaults(func=cmd_serve_config)
+
+    demo = sub.add_parser("demo", help="sim, gateway, traffic and dashboard, in the foreground")
+    add_config_option(demo)
+    demo.add_argument("--requests", type=int, default=5000, help="traffic bound (requests)")
+    demo.add_argument("--duration", type=float, default=3600.0, help="traffic bound (seconds)")
+    demo.add_argument("--no-traffic", action="store_true", help="start everything but traffic")
+    demo.set_defaults(func=cmd_demo)
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Path]:
+    return load_for_command(args.config)
+
+
+def _state_dir() -> Path:
+    from db.embedded import state_dir
+
+    return state_dir()
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from db.migrate import migrated_database_url
+    from db.price_sync import sync_prices
+    from gateway.control.cluster import (
+        ClusterError,
+        ClusterPaths,
+        deploy,
+        gateway_url,
+        start_head,
+        wait_ready,
+    )
+
+    cfg, path = _load(args)
+    t0 = time.monotonic()
+    state = _state_dir()
+    url = migrated_database_url()
+    sync_prices(url, cfg)
+    env = dict(os.environ)
+    env["DATABASE_URL"] = url
+    env["COSTGATE_STATE_DIR"] = str(state)
+    paths = ClusterPaths(state)
+    try:
+        started = start_head(cfg, paths, env)
+        print(
+            f"Ray head {'started' if started else 'already running'} "
+            f"(dashboard http://127.0.0.1:{cfg.gateway.ray.dashboard_port})"
+        )
+        deploy(cfg, config_path=path, state_dir=state)
+        wait_ready(cfg, timeout_s=args.timeout)
+    except ClusterError as err:
+        print(f"costgate up: {err}", file=sys.stderr)
+        return 1
+    print(f"gateway ready at {gateway_url(cfg)}/v1 in {time.monotonic() - t0:.1f} s", flush=True)
+    if args.foreground:
+        _wait_for_stop_signal()
+        print("stopping", flush=True)
+        args.keep_db = False
+        return cmd_down(args)
+    return 0
+
+
+def _wait_for_stop_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(3600):
+        pass
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from db.embedded import stop_embedded
+    from gateway.control.cluster import ClusterPaths, shutdown_serve, started_by_us, stop_head
+
+    cfg, _ = _load(args)
+    paths = ClusterPaths(_state_dir())
+    shutdown_serve(cfg)
+    if started_by_us(paths) or paths.temp_dir.exists():
+        n = stop_head(paths)
+        print(f"stopped the Ray head ({n} processes)")
+    if not args.keep_db and not os.environ.get("DATABASE_URL") and stop_embedded():
+        print("stopped the embedded PostgreSQL")
+    return 0
+
+
+def cmd_serve_config(args: argparse.Namespace) -> int:
+    from gateway.control.serve_config import serve_config
+
+    cfg, path = _load(args)
+    print(json.dumps(serve_config(cfg, config_path=path, state_dir=_state_dir()), indent=2))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gateway.devtools.demo import run_demo
+
+    cfg, path = _load(args)
+    return run_demo(cfg, path, args)

@@ -1,0 +1,146 @@
+"""`costgate migrate`, `costgate keys create|list|revoke`, `costgate prices sync`,
+`costgate ledger-bench`: the ledger's commands.
+
+Each works on DATABASE_URL, or on the embedded PostgreSQL under the state directory
+(started if needed) when it is unset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from gateway.cli.config_option import add_config_option, load_for_command
+
+
+def register(sub: Any) -> None:
+    mig = sub.add_parser("migrate", help="apply database migrations, then sync the config's prices")
+    add_config_option(mig)
+    mig.add_argument("--to", default="head", help="target revision (default: head)")
+    mig.add_argument(
+        "--downgrade", action="store_true", help="downgrade to --to instead (e.g. --to base)"
+    )
+    mig.add_argument("--no-price-sync", action="store_true", help="skip the price sync")
+    mig.set_defaults(func=cmd_migrate)
+
+    keys = sub.add_parser("keys", help="gateway keys: create, list, revoke")
+    ksub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    create = ksub.add_parser("create", help="create a key for an app; prints it once")
+    create.add_argument("--app", required=True)
+    create.add_argument("--team", default=None)
+    create.set_defaults(func=cmd_keys_create)
+    listing = ksub.add_parser("list", help="list keys (never the keys themselves)")
+    listing.add_argument("--active", action="store_true", help="hide revoked keys")
+    listing.set_defaults(func=cmd_keys_list)
+    revoke = ksub.add_parser("revoke", help="revoke a key by id (or its first 8+ characters)")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(func=cmd_keys_revoke)
+
+    prices = sub.add_parser("prices", help="price versions")
+    psub = prices.add_subparsers(dest="prices_command", required=True, metavar="ACTION")
+    sync = psub.add_parser("sync", help="write the config's price versions and billing rules")
+    add_config_option(sync)
+    sync.set_defaults(func=cmd_prices_sync)
+
+    from gateway.devtools.ledger_bench import add_arguments
+
+    bench = sub.add_parser("ledger-bench", help="measure the record writer's rows/s (bounded)")
+    add_arguments(bench)
+    bench.set_defaults(func=cmd_ledger_bench)
+
+
+def _database() -> str:
+    from db.engine import database_url
+
+    return database_url()
+
+
+def _load_config(path: Path | None) -> Any:
+    return load_for_command(path)[0]
+
+
+def _print_sync(result: Any) -> None:
+    print(
+        f"prices: {result.versions_inserted} new price versions "
+        f"({result.versions_total} in the config), "
+        f"{result.providers_changed} providers' billing updated"
+    )
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from db.migrate import current_revision, downgrade, upgrade
+
+    cfg = None if args.downgrade or args.no_price_sync else _load_config(args.config)
+    url = _database()
+    if args.downgrade:
+        downgrade(url, args.to)
+    else:
+        upgrade(url, args.to)
+    print(f"database at revision {current_revision(url) or 'base (empty)'}")
+    if cfg is not None:
+        from db.price_sync import sync_prices
+
+        _print_sync(sync_prices(url, cfg))
+    return 0
+
+
+def cmd_prices_sync(args: argparse.Namespace) -> int:
+    from db.price_sync import sync_prices
+
+    _print_sync(sync_prices(_database(), _load_config(args.config)))
+    return 0
+
+
+def cmd_keys_create(args: argparse.Namespace) -> int:
+    from db.keys import create_key
+
+    key, listing = create_key(_database(), args.app, team=args.team)
+    print(key)
+    print(
+        f"key {listing.key_id} for app {listing.app!r}"
+        + (f" (team {listing.team!r})" if listing.team else "")
+        + ": shown once, store it now",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    from db.keys import list_keys
+
+    rows = [("ID", "APP", "TEAM", "PREFIX", "CREATED", "REVOKED")]
+    for k in list_keys(_database(), include_revoked=not args.active):
+        rows.append(
+            (
+                str(k.key_id),
+                k.app,
+                k.team or "-",
+                k.prefix + "…",
+                k.created_at.strftime("%Y-%m-%d %H:%M"),
+                k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace) -> int:
+    from db.keys import KeyLookupError, revoke_key
+
+    try:
+        k = revoke_key(_database(), args.key_id)
+    except KeyLookupError as err:
+        print(f"costgate keys revoke: {err}", file=sys.stderr)
+        return 1
+    print(f"revoked key {k.key_id} of app {k.app!r}")
+    return 0
+
+
+def cmd_ledger_bench(args: argparse.Namespace) -> int:
+    from gateway.devtools.ledger_bench import bench
+
+    return bench(args)

@@ -1,0 +1,69 @@
+"""`costgate k8s-manifest`: KubeRay manifests from the same config file as `costgate up`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from gateway.cli.config_option import add_config_option, load_for_command
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "k8s-manifest",
+        help="print Kubernetes manifests (ConfigMap, migration Job, KubeRay RayService)",
+        description="The RayService's serveConfigV2 is the Serve config `costgate up` deploys, "
+        "generated from the same file; the file itself goes into a ConfigMap.",
+    )
+    add_config_option(p)
+    p.add_argument("--image", default="costgate:latest", help="the image built from Dockerfile")
+    p.add_argument("--name", default="costgate", help="RayService name and resource prefix")
+    p.add_argument(
+        "--workers",
+        default="1:1:3",
+        help="worker pods as REPLICAS:MIN:MAX (default 1:1:3)",
+    )
+    p.add_argument("-o", "--output", type=Path, help="write here instead of standard output")
+    p.set_defaults(func=cmd_k8s_manifest)
+
+
+def _workers(spec: str) -> tuple[int, int, int]:
+    try:
+        replicas, low, high = (int(x) for x in spec.split(":"))
+    except ValueError:
+        raise SystemExit(
+            f"costgate k8s-manifest: --workers {spec!r} is not REPLICAS:MIN:MAX"
+        ) from None
+    if not 0 <= low <= replicas <= high:
+        raise SystemExit(f"costgate k8s-manifest: --workers needs MIN <= REPLICAS <= MAX ({spec})")
+    return replicas, low, high
+
+
+def cmd_k8s_manifest(args: argparse.Namespace) -> int:
+    from gateway.control.kuberay import manifests, render
+
+    cfg, path = load_for_command(args.config)
+    docs = manifests(
+        cfg,
+        Path(path).read_text(),
+        name=args.name,
+        image=args.image,
+        workers=_workers(args.workers),
+    )
+    text = render(docs, _shown(Path(path)))
+    if args.output:
+        args.output.write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _shown(path: Path) -> str:
+    """The config's path as the header shows it: relative to the working dir when inside."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

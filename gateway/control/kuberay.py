@@ -1,0 +1,276 @@
+"""Kubernetes manifests for costgate on KubeRay, generated from the same config as `up`.
+
+`serveConfigV2` is `gateway.control.serve_config.serve_config()`, the very dict `costgate up`
+PUTs to Ray's dashboard, with the changes a cluster needs and nothing else:
+
+- the config file and state dir are paths inside the pods (the config comes from a
+  ConfigMap generated here from the same YAML, so the two cannot drift);
+- Serve's proxy listens on 0.0.0.0 on every node (`EveryNode`): KubeRay's Service
+  balances over the proxies of all Ray pods, and its worker readiness probe asks each
+  worker's proxy.
+
+Live routing changes patch the RayService's `serveConfigV2` (the deployment's
+`user_config`): KubeRay then applies it in place, the same declarative path as the REST
+PUT that `costgate routing set` uses. Secrets (DATABASE_URL, provider keys) come from
+the `costgate-secrets` Secret, never from the generated manifests.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gateway.control.serve_config import serve_config
+from gateway.domain.config import Config
+
+CONFIG_DIR = "/etc/costgate"
+CONFIG_PATH = Path(CONFIG_DIR) / "costgate.yaml"
+STATE_DIR = Path("/var/lib/costgate")
+SECRET = "costgate-secrets"
+SERVE_PORT = 8000
+PART_OF = {"app.kubernetes.io/part-of": "costgate"}
+
+
+def cluster_serve_config(cfg: Config) -> dict[str, Any]:
+    sc = copy.deepcopy(serve_config(cfg, config_path=CONFIG_PATH, state_dir=STATE_DIR))
+    sc["proxy_location"] = "EveryNode"
+    sc["http_options"]["host"] = "0.0.0.0"
+    sc["http_options"]["port"] = SERVE_PORT
+    # the pod paths, whatever resolve() makes of them on the machine generating this
+    for app in sc["applications"]:
+        app["args"]["config_path"] = str(CONFIG_PATH)
+        app["args"]["state_dir"] = str(STATE_DIR)
+    return sc
+
+
+def _secret_env(cfg: Config) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {
+            "name": "DATABASE_URL",
+            "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "DATABASE_URL"}},
+        }
+    ]
+    names = sorted({p.api_key_env for p in cfg.providers if p.api_key_env})
+    names += [n for n in cfg.gateway.static_key_envs if n not in names]
+    for name in names:
+        ref = {"name": SECRET, "key": name, "optional": True}
+        env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    return env
+
+
+def _ray_container(
+    name: str,
+    image: str,
+    env: list[dict[str, Any]],
+    ports: list[dict[str, Any]],
+    cpu: str,
+    memory: str,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": image,
+        "ports": ports,
+        "env": [
+            {"name": "COSTGATE_CONFIG", "value": str(CONFIG_PATH)},
+            {"name": "COSTGATE_STATE_DIR", "value": str(STATE_DIR)},
+            *env,
+        ],
+        "resources": {
+            "requests": {"cpu": cpu, "memory": memory},
+            "limits": {"cpu": cpu, "memory": memory},
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "state", "mountPath": str(STATE_DIR)},
+            # Ray's object store lives in /dev/shm
+            {"name": "shm", "mountPath": "/dev/shm"},
+        ],
+    }
+
+
+def _volumes(config_map: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "config", "configMap": {"name": config_map}},
+        # spooled ledger rows wait here while PostgreSQL is away; use a PVC to keep them
+        # across pod deletions
+        {"name": "state", "emptyDir": {}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+    ]
+
+
+def rayservice(
+    cfg: Config,
+    *,
+    name: str,
+    image: str,
+    config_map: str,
+    ray_version: str,
+    workers: tuple[int, int, int],
+) -> dict[str, Any]:
+    env = _secret_env(cfg)
+    ray = cfg.gateway.ray
+    head_ports = [
+        {"name": "gcs-server", "containerPort": 6379},
+        {"name": "dashboard", "containerPort": ray.dashboard_port},
+        {"name": "client", "containerPort": 10001},
+        {"name": "serve", "containerPort": SERVE_PORT},
+        {"name": "metrics", "containerPort": 8080},
+    ]
+    worker_ports = [
+        {"name": "serve", "containerPort": SERVE_PORT},
+        {"name": "metrics", "containerPort": 8080},
+    ]
+    # not app.kubernetes.io/name: KubeRay sets that label on its pods and selects on it
+    labels = {**PART_OF, "app.kubernetes.io/component": "gateway", "costgate/instance": name}
+    replicas, min_replicas, max_replicas = workers
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "serveConfigV2": yaml.dump(
+                cluster_serve_config(cfg), Dumper=_ManifestDumper, sort_keys=False
+            ),
+            "rayClusterConfig": {
+                "rayVersion": ray_version,
+                "enableInTreeAutoscaling": cfg.gateway.autoscaling is not None,
+                "headGroupSpec": {
+                    "rayStartParams": {
+                        "dashboard-host": "0.0.0.0",
+                        "dashboard-port": str(ray.dashboard_port),
+                        "metrics-export-port": "8080",
+                        # replicas go to workers; the head keeps Serve's controller, the
+                        # proxy and the metrics hub (which needs no CPU)
+                        "num-cpus": "0",
+                    },
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "containers": [
+                                _ray_container("ray-head", image, env, head_ports, "1", "4Gi")
+                            ],
+                            "volumes": _volumes(config_map),
+                        },
+                    },
+                },
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gateway",
+                        "replicas": replicas,
+                        "minReplicas": min_replicas,
+                        "maxReplicas": max_replicas,
+                        "rayStartParams": {"metrics-export-port": "8080"},
+                        "template": {
+                            "metadata": {"labels": labels},
+                            "spec": {
+                                "containers": [
+                                    _ray_container(
+                                        "ray-worker", image, env, worker_ports, "2", "4Gi"
+                                    )
+                                ],
+                                "volumes": _volumes(config_map),
+                            },
+                        },
+                    }
+                ],
+            },
+        },
+    }
+
+
+def config_map(name: str, config_text: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": dict(PART_OF)},
+        "data": {CONFIG_PATH.name: config_text},
+    }
+
+
+def migrate_job(name: str, image: str, config_map_name: str) -> dict[str, Any]:
+    """Migrations and the config's prices, as `costgate up` does before it deploys."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{name}-migrate", "labels": dict(PART_OF)},
+        "spec": {
+            "backoffLimit": 6,
+            "template": {
+                "metadata": {"labels": dict(PART_OF)},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "containers": [
+                        {
+                            "name": "migrate",
+                            "image": image,
+                            "args": ["migrate", "--config", str(CONFIG_PATH)],
+                            "env": [
+                                {
+                                    "name": "DATABASE_URL",
+                                    "valueFrom": {
+                                        "secretKeyRef": {"name": SECRET, "key": "DATABASE_URL"}
+                                    },
+                                }
+                            ],
+                            "volumeMounts": [
+                                {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}
+                            ],
+                        }
+                    ],
+                    "volumes": [{"name": "config", "configMap": {"name": config_map_name}}],
+                },
+            },
+        },
+    }
+
+
+def manifests(
+    cfg: Config,
+    config_text: str,
+    *,
+    name: str = "costgate",
+    image: str = "costgate:latest",
+    ray_version: str | None = None,
+    workers: tuple[int, int, int] = (1, 1, 3),
+) -> list[dict[str, Any]]:
+    """ConfigMap, migration Job and RayService, in the order to apply them."""
+    if ray_version is None:
+        ray_version = importlib.metadata.version("ray")
+    cm = f"{name}-config"
+    return [
+        config_map(cm, config_text),
+        migrate_job(name, image, cm),
+        rayservice(
+            cfg, name=name, image=image, config_map=cm, ray_version=ray_version, workers=workers
+        ),
+    ]
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """Readable manifests: multi-line strings as literal blocks, no YAML anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ManifestDumper.add_representer(str, _str)
+
+
+def render(docs: list[dict[str, Any]], source: str) -> str:
+    header = (
+        f"# Generated by `costgate k8s-manifest` from {source}: do not edit by hand.\n"
+        "# Apply after deploy/k8s/secret.example.yaml (filled in, as costgate-secrets).\n"
+    )
+    return header + "---\n".join(
+        yaml.dump(d, Dumper=_ManifestDumper, sort_keys=False, width=100, allow_unicode=True)
+        for d in docs
+    )

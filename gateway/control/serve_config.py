@@ -1,0 +1,78 @@
+"""The declarative Serve config generated from costgate's YAML.
+
+Deploying declaratively from the start is what lets a later change of `user_config`
+reconfigure replicas in place (same processes) rather than restart them. The same dict
+feeds the Ray dashboard's REST API (`costgate up`) and a KubeRay RayService's
+`serveConfigV2`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gateway.domain.config import Config
+from gateway.domain.routing_settings import RoutingSettings, routing_from_config
+
+INGRESS_DEPLOYMENT = "Gateway"
+IMPORT_PATH = "gateway.replica.ingress:build"
+
+
+def deployment_options(cfg: Config, routing: RoutingSettings) -> dict[str, Any]:
+    g = cfg.gateway
+    options: dict[str, Any] = {
+        "name": INGRESS_DEPLOYMENT,
+        "max_ongoing_requests": g.max_ongoing_requests,
+        "user_config": routing.to_user_config(),
+        "graceful_shutdown_timeout_s": 20,
+        "graceful_shutdown_wait_loop_s": 1,
+        "health_check_period_s": 10,
+        "health_check_timeout_s": 30,
+        # a replica is one asyncio loop waiting on upstreams: it needs little CPU
+        # reserved, and 2 replicas must fit on a 2-core machine beside the proxy
+        "ray_actor_options": {"num_cpus": 0.1},
+    }
+    if g.autoscaling is not None:
+        a = g.autoscaling
+        options["autoscaling_config"] = {
+            "min_replicas": a.min_replicas,
+            "max_replicas": a.max_replicas,
+            "target_ongoing_requests": a.target_ongoing_requests,
+        }
+    else:
+        options["num_replicas"] = g.num_replicas
+    return options
+
+
+def serve_config(
+    cfg: Config,
+    *,
+    config_path: Path,
+    state_dir: Path,
+    routing: RoutingSettings | None = None,
+) -> dict[str, Any]:
+    g = cfg.gateway
+    return {
+        "proxy_location": "HeadOnly",
+        "http_options": {
+            "host": g.host,
+            "port": g.port,
+            # upstream timeouts are enforced by the gateway per provider; this only
+            # bounds a runaway stream
+            "request_timeout_s": 900,
+            "keep_alive_timeout_s": 75,
+        },
+        "applications": [
+            {
+                "name": g.app_name,
+                "route_prefix": g.route_prefix,
+                "logging_config": {"enable_access_log": g.access_log, "log_level": "INFO"},
+                "import_path": IMPORT_PATH,
+                "args": {
+                    "config_path": str(config_path.resolve()),
+                    "state_dir": str(state_dir.resolve()),
+                },
+                "deployments": [deployment_options(cfg, routing or routing_from_config(cfg))],
+            }
+        ],
+    }

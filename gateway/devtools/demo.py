@@ -1,0 +1,210 @@
+"""`costgate demo`: the whole product on one machine, in the foreground.
+
+The simulated providers, the gateway on Ray Serve (with the embedded PostgreSQL unless
+DATABASE_URL is set), a bounded traffic generator speaking as three apps, and the
+dashboard. Ctrl-C stops all of it, in the reverse order, and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway.domain.config import Config
+
+DEMO_APPS = (("web-chat", "product"), ("support-bot", "customer-care"), ("code-assistant", "eng"))
+DASHBOARD_PORT = 8501
+# demo sign-ins (ops / demo-ops, viewer / demo-viewer), stored as SHA-256 digests like
+# any configured user; a real deployment sets COSTGATE_DASHBOARD_USERS itself
+DEMO_DASHBOARD_USERS = ",".join(
+    f"{name}:{name}:{hashlib.sha256(f'demo-{name}'.encode()).hexdigest()}"
+    for name in ("ops", "viewer")
+)
+
+
+def _demo_keys(database_url: str, state: Path) -> list[str]:
+    """One key per demo app, created once and kept (mode 600) under the state dir."""
+    from db.keys import create_key, list_keys
+
+    path = state / "demo-keys.json"
+    try:
+        keys = json.loads(path.read_text())
+        active = {str(k.key_id) for k in list_keys(database_url) if k.revoked_at is None}
+        if all(entry["id"] in active for entry in keys):
+            return [entry["key"] for entry in keys]
+    except (OSError, ValueError, KeyError):
+        pass
+    keys = []
+    for app, team in DEMO_APPS:
+        key, listing = create_key(database_url, app, team)
+        keys.append({"id": str(listing.key_id), "key": key, "app": app})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(keys))
+    path.chmod(0o600)
+    return [entry["key"] for entry in keys]
+
+
+def _start_sim(config_path: Path, log_dir: Path) -> subprocess.Popen[bytes]:
+    log = open(log_dir / "sim.log", "ab")  # noqa: SIM115 - lives as long as the process
+    return subprocess.Popen(
+        [sys.executable, "-m", "gateway.devtools.sim", "--config", str(config_path)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def _start_dashboard(config_path: Path, log_dir: Path, env: dict[str, str]) -> Any:
+    log = open(log_dir / "dashboard.log", "ab")  # noqa: SIM115
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "dashboard",
+            "--config",
+            str(config_path),
+            "--port",
+            str(DASHBOARD_PORT),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def _wait_http(url: str, timeout_s: float) -> bool:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code < 500:
+                return True
+        time.sleep(0.3)
+    return False
+
+
+def _stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
+    from db.embedded import state_dir
+    from db.migrate import migrated_database_url
+    from db.price_sync import sync_prices
+    from gateway.control.cluster import (
+        ClusterError,
+        ClusterPaths,
+        dashboard_url,
+        deploy,
+        gateway_url,
+        shutdown_serve,
+        start_head,
+        stop_head,
+        wait_ready,
+    )
+
+    t0 = time.monotonic()
+    state = state_dir()
+    logs = state / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    sim = dashboard = None
+    started_ray = False
+    stop = asyncio.Event()
+    paths = ClusterPaths(state)
+    # Ctrl-C and SIGTERM end up in one place, the finally below, which stops everything
+    # in the reverse order of start (SIGINT explicitly: a shell may have ignored it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        sim_host, sim_port = cfg.sim.get("host", "127.0.0.1"), cfg.sim.get("port", 9100)
+        print(f"[demo] starting the simulated providers on {sim_host}:{sim_port}")
+        sim = _start_sim(config_path, logs)
+        if not _wait_http(f"http://{sim_host}:{sim_port}/v1/models", 30):
+            print("[demo] the simulator did not start; see .state/logs/sim.log", file=sys.stderr)
+            return 1
+        print("[demo] preparing the ledger (PostgreSQL, migrations, prices)")
+        database_url = migrated_database_url()
+        sync_prices(database_url, cfg)
+        keys = _demo_keys(database_url, state)
+        env = dict(os.environ, DATABASE_URL=database_url, COSTGATE_STATE_DIR=str(state))
+        env.setdefault("COSTGATE_DASHBOARD_USERS", DEMO_DASHBOARD_USERS)
+        for provider in cfg.providers:
+            if provider.api_key_env:
+                env.setdefault(provider.api_key_env, f"sk-demo-{provider.name}")
+        print("[demo] starting Ray and deploying the gateway (about 30 s on 2 cores)")
+        started_ray = start_head(cfg, paths, env)
+        deploy(cfg, config_path=config_path, state_dir=state)
+        wait_ready(cfg)
+        print(f"[demo] gateway ready in {time.monotonic() - t0:.1f} s")
+        dashboard = _start_dashboard(config_path, logs, env)
+        dash_ok = _wait_http(f"http://127.0.0.1:{DASHBOARD_PORT}/_stcore/health", 60)
+        print()
+        print(f"  Gateway (OpenAI base_url): {gateway_url(cfg)}/v1")
+        print(f"  Prometheus metrics:        {gateway_url(cfg)}/metrics")
+        if dash_ok:
+            print(f"  Dashboard:                 http://127.0.0.1:{DASHBOARD_PORT}")
+            if env["COSTGATE_DASHBOARD_USERS"] == DEMO_DASHBOARD_USERS:
+                print("                             sign in as ops / demo-ops or viewer / "
+                      "demo-viewer")
+        else:
+            print("  Dashboard:                 did not start (see .state/logs/dashboard.log)")
+        print(f"  Ray dashboard:             {dashboard_url(cfg)}")
+        print(f"  Demo app keys:             {state / 'demo-keys.json'}")
+        print("\n[demo] running; Ctrl-C stops everything\n")
+        if args.no_traffic:
+            while True:
+                time.sleep(3600)
+        else:
+            from gateway.devtools.traffic import run_traffic
+
+            asyncio.run(
+                run_traffic(
+                    gateway_url(cfg) + "/v1",
+                    keys,
+                    cfg,
+                    max_requests=args.requests,
+                    max_seconds=args.duration,
+                    stop_event=stop,
+                    on_progress=lambda line: print(f"[demo] {line}", flush=True),
+                )
+            )
+            print("[demo] traffic finished; the gateway keeps running until Ctrl-C")
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        print("\n[demo] stopping")
+    except ClusterError as err:
+        print(f"[demo] {err}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip clean-up
+        _stop(dashboard)
+        with contextlib.suppress(Exception):
+            shutdown_serve(cfg)
+        if started_ray:
+            stop_head(paths)
+        _stop(sim)
+        print("[demo] stopped")
+    return 0

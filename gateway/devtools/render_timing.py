@@ -1,0 +1,121 @@
+"""Time every page's render against the configured ledger.
+
+Renders each page with Streamlit's AppTest (the script run, SQL and pandas included; the
+browser's drawing excluded), as a signed-in viewer with the default filters (the last 30
+days against the 30 before). It reports the first run of a fresh process, which builds
+the daily rollup (in a real session that starts while the user signs in), then each page
+with the query cache emptied, then each page again with it warm.
+
+With `--browser URL --user NAME --password PW` it instead drives a running dashboard in
+headless Chromium and times each page from the click in the sidebar until Streamlit has
+finished running and the page is drawn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent / "app.py"
+PAGES = ("overview", "savings", "spend", "export", "latency_errors", "routing", "requests")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per page; the median is shown")
+    parser.add_argument("--browser", metavar="URL", help="time a running dashboard in Chromium")
+    parser.add_argument("--user", default="ops")
+    parser.add_argument("--password", default="demo-ops")
+    args = parser.parse_args(argv)
+    if args.browser:
+        return time_in_browser(args.browser, args.user, args.password, args.repeat)
+
+    import statistics
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard.components.session import USER_KEY, SessionUser
+
+    logging.disable(logging.WARNING)  # "No runtime found" and the like, once per query
+
+    at = AppTest.from_file(str(APP), default_timeout=600)
+    at.session_state[USER_KEY] = SessionUser("timing", "viewer")
+    began = time.perf_counter()
+    at.run()
+    print(f"first run in a fresh process (imports + rollup): {time.perf_counter() - began:6.2f} s")
+    print(f"{'page':16s} {'query cache empty':>18s} {'query cache warm':>17s}")
+    failed = False
+    for page in PAGES:
+        at.switch_page(f"pages/{page}.py")
+        cold, warm = [], []
+        for _ in range(args.repeat):
+            st.cache_data.clear()
+            began = time.perf_counter()
+            at.run()
+            cold.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            at.run()
+            warm.append(time.perf_counter() - began)
+        failed |= bool(at.exception)
+        print(
+            f"{page:16s} {statistics.median(cold):16.2f} s {statistics.median(warm):15.2f} s"
+            + ("  (raised!)" if at.exception else "")
+        )
+    return 1 if failed else 0
+
+
+BROWSER_PAGES = (
+    "Savings",
+    "Spend",
+    "Export",
+    "Latency & errors",
+    "Routing",
+    "Requests",
+    "Overview",
+)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+
+
+def time_in_browser(url: str, user: str, password: str, repeat: int) -> int:
+    import statistics
+
+    from playwright.sync_api import expect, sync_playwright
+
+    def settled(page) -> None:  # type: ignore[no-untyped-def]
+        expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=120_000)
+        expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=120_000)
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.get_by_role("textbox", name="Name").fill(user)
+        page.get_by_role("textbox", name="Password").fill(password)
+        began = time.perf_counter()
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_test_id("stMetricValue").first).to_be_visible(timeout=300_000)
+        settled(page)
+        print(f"sign-in to drawn overview: {time.perf_counter() - began:6.2f} s")
+        times: dict[str, list[float]] = {name: [] for name in BROWSER_PAGES}
+        for _ in range(repeat):
+            for name in BROWSER_PAGES:
+                began = time.perf_counter()
+                page.get_by_test_id("stSidebarNav").get_by_role("link", name=name).click()
+                expect(page.get_by_role("heading", name=name).first).to_be_visible(timeout=60_000)
+                page.wait_for_timeout(100)  # let the run start before waiting for its end
+                settled(page)
+                times[name].append(time.perf_counter() - began - 0.1)
+        browser.close()
+    for name, values in times.items():
+        print(
+            f"{name:16s} first visit {values[0]:5.2f} s, "
+            f"median of {len(values)} {statistics.median(values):5.2f} s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""The demo's traffic: apps calling the gateway with the official openai SDK, bounded.
+
+A realistic mix: short questions, paragraphs and long documents (whose shared system
+prompt the upstream reports as cached tokens), every alias and some concrete models,
+streams (half of them asking for usage, a few abandoned midway), now and then a tool
+or a priority header, spread over several apps' keys. Bounded by a count and a time, and
+stopped by an event (asyncio.Event or threading.Event: anything with is_set()).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import openai
+
+from gateway.domain.config import Config
+
+log = logging.getLogger("costgate.traffic")
+
+DEFAULT_ALIASES = ("auto", "fast", "balanced", "budget", "code")
+SHORT_PROMPTS = (
+    "What is the capital of Australia?",
+    "Give me three names for a coffee shop.",
+    "Translate 'good morning' into Spanish.",
+    "Is 1013 a prime number?",
+    "Write a haiku about invoices.",
+    "What does HTTP 429 mean?",
+)
+PARAGRAPH = (
+    "Our team runs a customer support desk for a mid-sized online shop. Tickets arrive by "
+    "email and chat, mostly about delivery delays, refunds and sizing. We want to draft "
+    "replies automatically, keep a friendly tone, and escalate anything about payments. "
+)
+# a long shared system prompt: the upstream caches it after the first request
+HANDBOOK = " ".join(
+    f"Section {i}: agents must verify the order number, restate the customer's problem, "
+    f"offer the standard remedy for category {i % 7}, and log the outcome in the CRM."
+    for i in range(1, 90)
+)
+LOOKUP_TOOL = {"type": "function", "function": {
+    "name": "lookup_order",
+    "description": "Find an order by its number",
+    "parameters": {"type": "object", "required": ["order_id"],
+                   "properties": {"order_id": {"type": "string"}}},
+}}
+
+
+class StopSignal(Protocol):
+    def is_set(self) -> bool: ...
+
+
+@dataclass
+class TrafficSummary:
+    sent: int = 0
+    ok: int = 0
+    cancelled: int = 0  # streams the client abandoned on purpose
+    errors: Counter[str] = field(default_factory=Counter)
+    models: Counter[str] = field(default_factory=Counter)
+    kinds: Counter[str] = field(default_factory=Counter)  # short, paragraph, long
+    streams: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def line(self) -> str:
+        rate = self.sent / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        errors = sum(self.errors.values())
+        worst = ", ".join(f"{k} x{n}" for k, n in self.errors.most_common(3))
+        top = ", ".join(f"{m} {n}" for m, n in self.models.most_common(6))
+        return (f"traffic: {self.sent} sent, {self.ok} ok, {errors} errors"
+                f"{f' ({worst})' if worst else ''}, {self.streams} streams, "
+                f"{rate:.1f} req/s; {top}")
+
+
+def default_models(config: Config | None) -> list[str]:
+    """Every alias, plus the concrete models of the configuration (or the usual aliases)."""
+    if config is None:
+        return list(DEFAULT_ALIASES)
+    return list(config.aliases) + [m.name for m in config.models]
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    model: str
+    key_index: int
+    kind: str
+    messages: list[dict[str, Any]]
+    stream: bool
+    include_usage: bool
+    abandon_after: int | None  # chunks read before the client walks away
+    max_tokens: int | None
+    tools: list[dict[str, Any]] | None
+    priority: str | None
+
+
+def plan_call(rng: random.Random, models: Sequence[str], keys: int) -> PlannedCall:
+    """One request of the mix; with the example config about 70% of calls name an alias."""
+    aliases = [m for m in models if m in DEFAULT_ALIASES]
+    model = rng.choice(aliases) if aliases and rng.random() < 0.6 else rng.choice(models)
+    roll = rng.random()
+    if roll < 0.5:
+        kind, messages = "short", [{"role": "user", "content": rng.choice(SHORT_PROMPTS)}]
+    elif roll < 0.85:
+        kind = "paragraph"
+        messages = [{"role": "system", "content": "You write helpful support replies."},
+                    {"role": "user", "content": PARAGRAPH * rng.randint(1, 4)
+                     + "Draft a reply to a customer whose parcel is late."}]
+    else:
+        kind = "long"
+        messages = [{"role": "system", "content": HANDBOOK},
+                    {"role": "user", "content": rng.choice(SHORT_PROMPTS)}]
+    stream = rng.random() < 0.35
+    return PlannedCall(
+        model=model, key_index=rng.randrange(keys), kind=kind, messages=messages,
+        stream=stream, include_usage=stream and rng.random() < 0.5,
+        abandon_after=rng.randint(1, 5) if stream and rng.random() < 0.05 else None,
+        max_tokens=rng.choice((None, 64, 128, 256, 512)),
+        tools=[LOOKUP_TOOL] if rng.random() < 0.05 else None,
+        priority=rng.choice(("high", "budget")) if rng.random() < 0.1 else None,
+    )
+
+
+async def _send(client: openai.AsyncOpenAI, call: PlannedCall) -> bool:
+    """True when the call completed; False when it was abandoned on purpose."""
+    options: dict[str, Any] = {}
+    if call.max_tokens:
+        options["max_tokens"] = call.max_tokens
+    if call.tools:
+        options["tools"] = call.tools
+    if call.priority:
+        options["extra_headers"] = {"x-costgate-priority": call.priority}
+    if not call.stream:
+        await client.chat.completions.create(model=call.model, messages=call.messages,
+                                             **options)
+        return True
+    if call.include_usage:
+        options["stream_options"] = {"include_usage": True}
+    stream = await client.chat.completions.create(model=call.model, messages=call.messages,
+                                                  stream=True, **options)
+    read = 0
+    async with stream:
+        async for _chunk in stream:
+            read += 1
+            if call.abandon_after is not None and read >= call.abandon_after:
+                return False  # leaving the block closes the connection mid-stream
+    return True
+
+
+def _error_name(err: Exception) -> str:
+    status = getattr(err, "status_code", None)
+    return f"{type(err).__name__}({status})" if status else type(err).__name__
+
+
+async def run_traffic(
+    base_url: str,
+    api_keys: Sequence[str | None] = (None,),
+    config: Config | None = None,
+    *,
+    models: Sequence[str] | None = None,
+    max_requests: int = 1000,
+    max_seconds: float = 600.0,
+    concurrency: int = 4,
+    rate_per_s: float | None = None,
+    stop_event: StopSignal | None = None,
+    log_every: int = 100,
+    seed: int | None = None,
+    timeout_s: float = 60.0,
+    on_progress: Callable[[str], None] | None = None,
+) -> TrafficSummary:
+    """Send the mix to `base_url` (an OpenAI base URL, …/v1) until a bound is reached.
+
+    `models` defaults to every alias and model of `config`. `rate_per_s` paces the whole
+    run (None: as fast as `concurrency` allows). Returns the tally; a one-line summary goes
+    to `on_progress` (default: the "costgate.traffic" logger at INFO) every `log_every`
+    requests and at the end.
+    """
+    progress = on_progress or log.info
+    names = list(models) if models else default_models(config)
+    keys = list(api_keys) or [None]
+    clients = [openai.AsyncOpenAI(base_url=base_url, api_key=k or "no-key", max_retries=0,
+                                  timeout=timeout_s) for k in keys]
+    rng = random.Random(seed)
+    summary = TrafficSummary()
+    deadline = summary.started + max_seconds
+    interval = 1 / rate_per_s if rate_per_s else 0.0
+    next_start = summary.started
+
+    def stopping() -> bool:
+        return (summary.sent >= max_requests or time.monotonic() >= deadline
+                or (stop_event is not None and stop_event.is_set()))
+
+    async def worker() -> None:
+        nonlocal next_start
+        while not stopping():
+            if interval:
+                # each request takes the next slot of the shared schedule
+                slot, next_start = next_start, max(next_start, time.monotonic()) + interval
+                await asyncio.sleep(max(0.0, slot - time.monotonic()))
+                if stopping():
+                    return
+            call = plan_call(rng, names, len(keys))
+            summary.sent += 1
+            number = summary.sent
+            summary.models[call.model] += 1
+            summary.kinds[call.kind] += 1
+            summary.streams += call.stream
+            try:
+                if await _send(clients[call.key_index], call):
+                    summary.ok += 1
+                else:
+                    summary.cancelled += 1
+            except Exception as err:  # noqa: BLE001 - a demo keeps going, and counts it
+                summary.errors[_error_name(err)] += 1
+            if log_every and number % log_every == 0:
+                progress(summary.line())
+
+    async def watch_stop(tasks: list[asyncio.Task[None]]) -> None:
+        # in-flight requests are cancelled too, so a stop takes effect within ~0.1 s
+        while not all(t.done() for t in tasks):
+            if stop_event is not None and stop_event.is_set() \
+                    or time.monotonic() >= deadline:
+                for t in tasks:
+                    t.cancel()
+                return
+            await asyncio.sleep(0.1)
+
+    tasks = [asyncio.create_task(worker()) for _ in range(max(1, concurrency))]
+    watcher = asyncio.create_task(watch_stop(tasks))
+    try:
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        watcher.cancel()
+        for client in clients:
+            await client.close()
+    progress(summary.line())
+    return summary

@@ -1,0 +1,314 @@
+"""The one YAML configuration file, validated with pydantic.
+
+Everything that describes the upstream world (providers, models, prices, aliases) and
+how the gateway is deployed lives here. Validation happens before anything starts, so a
+bad file fails with a message naming the key path and the offending value instead of a
+replica crash loop later.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from decimal import Decimal
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+NonNegDecimal = Annotated[Decimal, Field(ge=0)]
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names key paths and values."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timeouts(_Strict):
+    """Seconds. `total` bounds a whole non-streaming call; `read` bounds each gap in a stream."""
+
+    connect: float = Field(default=3.0, gt=0)
+    read: float = Field(default=60.0, gt=0)
+    total: float = Field(default=120.0, gt=0)
+
+
+class PriceTier(_Strict):
+    """Prices that apply instead of the base ones when the prompt is above a size."""
+
+    above_prompt_tokens: int = Field(gt=0)
+    input: NonNegDecimal
+    cached_input: NonNegDecimal | None = None
+    output: NonNegDecimal
+
+
+class Prices(_Strict):
+    """Per 1M tokens, in the currency of whoever publishes them (USD for list prices)."""
+
+    effective_from: dt.date = dt.date(2026, 1, 1)
+    input: NonNegDecimal
+    cached_input: NonNegDecimal | None = None
+    cache_write: NonNegDecimal | None = None
+    output: NonNegDecimal
+    reasoning: NonNegDecimal | None = None
+    tiers: tuple[PriceTier, ...] = ()
+
+
+class Billing(_Strict):
+    """How a provider bills: list price × multiplier, or a table of its own, in a currency.
+
+    `fx_per_usd` is how many units of `currency` buy one USD (7.3 for CNY), so
+    cost_usd = cost_in_currency / fx_per_usd.
+    """
+
+    currency: str = Field(default="USD", min_length=3, max_length=3)
+    fx_per_usd: Decimal = Field(default=Decimal(1), gt=0)
+    multiplier: NonNegDecimal = Decimal(1)
+    # upstream model id -> prices in `currency`, used instead of list × multiplier
+    price_table: dict[str, Prices] = Field(default_factory=dict)
+
+    @field_validator("currency")
+    @classmethod
+    def _upper(cls, v: str) -> str:
+        return v.upper()
+
+
+class Provider(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    kind: Literal["openai"] = "openai"
+    base_url: str = Field(pattern=r"^https?://")
+    # the *name* of the environment variable that holds the key, never the key itself
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")
+    timeouts: Timeouts = Timeouts()
+    max_connections: int = Field(default=512, gt=0)
+    billing: Billing = Billing()
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+class Model(_Strict):
+    name: str = Field(min_length=1)
+    provider: str
+    upstream_model: str = Field(min_length=1)
+    list_prices: Prices | None = None
+    fallbacks: tuple[str, ...] = ()
+    rpm_limit: int | None = Field(default=None, gt=0)
+    tpm_limit: int | None = Field(default=None, gt=0)
+
+
+class Alias(_Strict):
+    description: str = ""
+    # public model name -> weight; weights are relative, they need not sum to 100
+    candidates: dict[str, NonNegDecimal]
+    # the model an app would have called without the gateway: routing savings are against it
+    baseline: str | None = None
+    fallbacks: tuple[str, ...] = ()
+
+    @field_validator("candidates")
+    @classmethod
+    def _some_weight(cls, v: dict[str, Decimal]) -> dict[str, Decimal]:
+        if not v:
+            raise ValueError("an alias needs at least one candidate")
+        if sum(v.values()) <= 0:
+            raise ValueError("at least one candidate needs a weight above 0")
+        return v
+
+
+class Autoscaling(_Strict):
+    min_replicas: int = Field(default=2, ge=1)
+    max_replicas: int = Field(default=4, ge=1)
+    target_ongoing_requests: int = Field(default=64, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Autoscaling:
+        if self.max_replicas < self.min_replicas:
+            raise ValueError("max_replicas must be >= min_replicas")
+        return self
+
+
+class RayOptions(_Strict):
+    # 6379 is Redis's on these machines
+    head_port: int = Field(default=6380, gt=0, lt=65536)
+    dashboard_port: int = Field(default=8265, gt=0, lt=65536)
+    # where Ray's dashboard (and its REST API, the routing update path) listens; a
+    # container sets 0.0.0.0 so that the dashboard container can reach it
+    dashboard_host: str = "127.0.0.1"
+    metrics_export_port: int = Field(default=8266, gt=0, lt=65536)
+    # Ray's defaults (10001, 52365, and HAProxy's 8404, 9101) would collide between two
+    # heads on one machine; unset, they follow the head port (+1 .. +4)
+    client_server_port: int | None = Field(default=None, gt=0, lt=65536)
+    dashboard_agent_port: int | None = Field(default=None, gt=0, lt=65536)
+    haproxy_stats_port: int | None = Field(default=None, gt=0, lt=65536)
+    haproxy_metrics_port: int | None = Field(default=None, gt=0, lt=65536)
+    num_cpus: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> RayOptions:
+        ports = self.ports()
+        seen: dict[int, str] = {}
+        for name, port in ports.items():
+            if port in seen:
+                raise ValueError(f"{name} and {seen[port]} are both {port}")
+            seen[port] = name
+        return self
+
+    def ports(self) -> dict[str, int]:
+        return {
+            "head_port": self.head_port,
+            "dashboard_port": self.dashboard_port,
+            "metrics_export_port": self.metrics_export_port,
+            "client_server_port": self.client_server_port or self.head_port + 1,
+            "dashboard_agent_port": self.dashboard_agent_port or self.head_port + 2,
+            "haproxy_stats_port": self.haproxy_stats_port or self.head_port + 3,
+            "haproxy_metrics_port": self.haproxy_metrics_port or self.head_port + 4,
+        }
+
+
+class GatewayOptions(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, gt=0, lt=65536)
+    app_name: str = "costgate"
+    route_prefix: str = "/"
+    # static replica count unless `autoscaling` is given
+    num_replicas: int = Field(default=2, ge=1)
+    autoscaling: Autoscaling | None = None
+    # "haproxy": Serve's throughput-optimised mode, HAProxy in front of replicas that
+    # serve HTTP themselves (one Python hop less); "proxy": Serve's Python proxy actor
+    ingress: Literal["haproxy", "proxy"] = "haproxy"
+    # I/O-bound: a replica mostly waits on upstreams, so it can hold many requests at once
+    max_ongoing_requests: int = Field(default=256, ge=1)
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    # false only to measure what recording costs: requests then leave no ledger row
+    record_usage: bool = True
+    # Serve's per-request access log: the ledger already holds every request, and the
+    # log line costs CPU on the request path
+    access_log: bool = False
+    # when true, every request needs a gateway key (Authorization: Bearer ...)
+    require_keys: bool = False
+    # env var names whose values are accepted as keys of the `default` app (for bootstrapping)
+    static_key_envs: tuple[str, ...] = ()
+    ray: RayOptions = RayOptions()
+
+
+class Config(_Strict):
+    gateway: GatewayOptions = GatewayOptions()
+    providers: tuple[Provider, ...]
+    models: tuple[Model, ...]
+    aliases: dict[str, Alias] = Field(default_factory=dict)
+    # behaviour of the upstream simulator; free-form here, validated by gateway.devtools.sim
+    sim: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _references(self) -> Config:
+        providers = [p.name for p in self.providers]
+        _unique("providers", providers)
+        names = [m.name for m in self.models]
+        _unique("models", names)
+        known = set(names)
+        for i, model in enumerate(self.models):
+            if model.provider not in providers:
+                raise ValueError(
+                    f"models.{i}.provider: unknown provider {model.provider!r} "
+                    f"(known: {', '.join(providers)})"
+                )
+            for fb in model.fallbacks:
+                if fb not in known:
+                    raise ValueError(f"models.{i}.fallbacks: unknown model {fb!r}")
+        for alias_name, alias in self.aliases.items():
+            if alias_name in known:
+                raise ValueError(f"aliases.{alias_name}: an alias cannot reuse a model's name")
+            for cand in alias.candidates:
+                if cand not in known:
+                    raise ValueError(
+                        f"aliases.{alias_name}.candidates.{cand}: unknown model {cand!r}"
+                    )
+            for fb in alias.fallbacks:
+                if fb not in known:
+                    raise ValueError(f"aliases.{alias_name}.fallbacks: unknown model {fb!r}")
+            if alias.baseline is not None and alias.baseline not in known:
+                raise ValueError(f"aliases.{alias_name}.baseline: unknown model {alias.baseline!r}")
+        return self
+
+    # lookups used on the request path, built once per (immutable) config
+    @cached_property
+    def models_by_name(self) -> dict[str, Model]:
+        return {m.name: m for m in self.models}
+
+    @cached_property
+    def providers_by_name(self) -> dict[str, Provider]:
+        return {p.name: p for p in self.providers}
+
+    def model(self, name: str) -> Model | None:
+        return self.models_by_name.get(name)
+
+    def provider(self, name: str) -> Provider:
+        return self.providers_by_name[name]
+
+    def public_names(self) -> list[str]:
+        return [m.name for m in self.models] + list(self.aliases)
+
+
+def _unique(path: str, names: list[str]) -> None:
+    seen: set[str] = set()
+    for i, n in enumerate(names):
+        if n in seen:
+            raise ValueError(f"{path}.{i}.name: duplicate name {n!r}")
+        seen.add(n)
+
+
+def format_validation_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        path = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "value_error" and ":" in msg and not e["loc"]:
+            lines.append(f"  {msg}")
+            continue
+        value = e.get("input")
+        shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
+        lines.append(f"  {path}: {msg}{shown}")
+    return "invalid configuration:\n" + "\n".join(lines)
+
+
+def parse_config(data: Any) -> Config:
+    if not isinstance(data, dict):
+        raise ConfigError("invalid configuration: the top level must be a mapping")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(format_validation_error(err)) from None
+
+
+def load_config(path: str | Path) -> Config:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as err:
+        raise ConfigError(f"cannot read configuration {p}: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{p}: not valid YAML: {err}") from None
+    return parse_config(data)
+
+
+DEFAULT_CONFIG_ENV = "COSTGATE_CONFIG"
+
+
+def default_config_path() -> Path:
+    env = os.environ.get(DEFAULT_CONFIG_ENV)
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "config" / "costgate.example.yaml"

@@ -1,0 +1,101 @@
+"""What the request path hands to the ledger: one immutable record per client request.
+
+The request path fills it in (tokens, timings, routing, costs already priced by
+`gateway.domain.pricing`), and `gateway.ledger.writer` batches it into PostgreSQL. It is plain
+data with no I/O so that the writer can spool it to disk as JSON and replay it later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import uuid
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+
+class UsageSource(StrEnum):
+    PROVIDER = "provider"  # the upstream reported it
+    ESTIMATED = "estimated"  # counted with a tokenizer (no usage, or a cancelled stream)
+    MISSING = "missing"  # unknown: cost stays NULL, never $0
+
+
+class RequestStatus(StrEnum):
+    OK = "ok"
+    CLIENT_ERROR = "client_error"  # the app's fault: 4xx
+    UPSTREAM_ERROR = "upstream_error"  # every attempt failed
+    CANCELLED = "cancelled"  # the client went away mid-stream
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UsageRecord:
+    request_id: uuid.UUID
+    started_at: dt.datetime  # UTC, timezone-aware
+    ended_at: dt.datetime
+    app: str
+    team: str | None
+    key_id: uuid.UUID | None  # the gateway key's id, never the key
+    requested_model: str  # what the client asked for: a model or an alias
+    alias: str | None
+    model: str | None  # the public model that answered (or was last tried)
+    provider: str | None
+    stream: bool
+    status: RequestStatus
+    http_status: int
+    error_class: str | None  # bounded vocabulary, e.g. "upstream_timeout", "rate_limited"
+    prompt_tokens: int | None
+    cached_prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    usage_source: UsageSource
+    latency_ms: int
+    ttft_ms: int | None
+    upstream_latency_ms: int | None
+    attempts: int
+    fallback_path: tuple[str, ...]  # models tried, in order, the last one answered
+    routing_policy: str | None  # e.g. "weighted", "high", "budget", "normal", "fixed"
+    price_version_id: uuid.UUID | None
+    billing_currency: str | None
+    actual_cost: Decimal | None  # in billing_currency
+    actual_cost_usd: Decimal | None
+    list_cost_usd: Decimal | None
+    baseline_model: str | None
+    baseline_cost_usd: Decimal | None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, uuid.UUID | Decimal):
+                v = str(v)
+            elif isinstance(v, dt.datetime):
+                v = v.isoformat()
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> UsageRecord:
+        kw: dict[str, Any] = dict(d)
+        for name in ("request_id", "key_id", "price_version_id"):
+            if kw.get(name) is not None:
+                kw[name] = uuid.UUID(kw[name])
+        for name in ("started_at", "ended_at"):
+            kw[name] = dt.datetime.fromisoformat(kw[name])
+        for name in ("actual_cost", "actual_cost_usd", "list_cost_usd", "baseline_cost_usd"):
+            if kw.get(name) is not None:
+                kw[name] = Decimal(kw[name])
+        kw["fallback_path"] = tuple(kw.get("fallback_path") or ())
+        kw["status"] = RequestStatus(kw["status"])
+        kw["usage_source"] = UsageSource(kw["usage_source"])
+        return cls(**kw)
+
+    @classmethod
+    def from_json(cls, line: str) -> UsageRecord:
+        return cls.from_dict(json.loads(line))

@@ -1,0 +1,174 @@
+"""Calls to upstream providers: one shared httpx.AsyncClient per replica.
+
+Every failure becomes an `UpstreamFailure` with a reason from a small vocabulary (the
+retry policy, the breaker, the ledger and the metrics all key on it). Provider keys go
+into the Authorization header and nowhere else: upstream error texts are scrubbed of them
+before they can reach a client or a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from typing import Any
+
+import httpx
+
+from gateway.domain.config import Config, Model, Provider
+from gateway.providers.aiohttp_transport import AiohttpTransport
+from gateway.routing.retry_policy import FailureReason, Verdict, classify, parse_retry_after
+
+
+class UpstreamFailure(Exception):
+    def __init__(
+        self,
+        verdict: Verdict,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        error_body: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.verdict = verdict
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+        self.error_body = error_body  # an upstream 4xx body, scrubbed, to pass on
+
+    @property
+    def reason(self) -> str:
+        return self.verdict.reason.value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UpstreamReply:
+    body: dict[str, Any]
+    latency_ms: int
+
+
+def _scrub(text: str, provider: Provider) -> str:
+    key = provider.api_key()
+    if key and len(key) >= 4:
+        text = text.replace(key, "[redacted]")
+    return text
+
+
+def failure_from_status(
+    response: httpx.Response, content: bytes, provider: Provider
+) -> UpstreamFailure:
+    status = response.status_code
+    verdict = classify(status) or classify(500)
+    assert verdict is not None
+    where = f"{provider.name} answered HTTP {status}"
+    if verdict.reason is FailureReason.UPSTREAM_AUTH:
+        # our provider key is wrong: the app cannot fix that, and the text may quote the key
+        where += ": the gateway's provider credentials were rejected"
+        return UpstreamFailure(verdict, where, status=status)
+    retry_after = parse_retry_after(response.headers.get("retry-after"))
+    error_body = None
+    if 400 <= status < 500 and status != 429:
+        try:
+            parsed = json.loads(_scrub(content.decode("utf-8", "replace"), provider))
+            if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+                error_body = {"error": parsed["error"]}
+        except ValueError:
+            pass
+    return UpstreamFailure(
+        verdict, where, status=status, retry_after=retry_after, error_body=error_body
+    )
+
+
+_EXCEPTION_WORDS = {
+    FailureReason.TIMEOUT: "did not answer in time",
+    FailureReason.CONNECT_ERROR: "could not be reached",
+    FailureReason.RESET: "closed the connection",
+}
+
+
+def failure_from_exception(err: BaseException, provider: Provider) -> UpstreamFailure:
+    verdict = classify(err)
+    assert verdict is not None
+    words = _EXCEPTION_WORDS.get(verdict.reason, f"failed ({type(err).__name__})")
+    return UpstreamFailure(verdict, f"{provider.name} {words}")
+
+
+def malformed(provider: Provider, what: str) -> UpstreamFailure:
+    verdict = Verdict(FailureReason.MALFORMED, retryable=False, affects_health=True)
+    return UpstreamFailure(verdict, f"{provider.name} sent {what}", status=200)
+
+
+class UpstreamClient:
+    def __init__(self, cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self._cfg = cfg
+        max_connections = max(p.max_connections for p in cfg.providers)
+        self._client = httpx.AsyncClient(
+            transport=transport or AiohttpTransport(max_connections=max_connections),
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=256,
+                keepalive_expiry=30,
+            ),
+            # per provider below; this default only guards a call that names none
+            timeout=httpx.Timeout(60.0, connect=3.0),
+            follow_redirects=False,
+        )
+
+    def _request(self, model: Model, body: dict[str, Any]) -> tuple[Provider, httpx.Request]:
+        provider = self._cfg.provider(model.provider)
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        key = provider.api_key()
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        t = provider.timeouts
+        request = self._client.build_request(
+            "POST",
+            provider.base_url.rstrip("/") + "/chat/completions",
+            content=json.dumps(body, separators=(",", ":")).encode(),
+            headers=headers,
+            timeout=httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=t.connect),
+        )
+        return provider, request
+
+    async def complete(self, model: Model, body: dict[str, Any]) -> UpstreamReply:
+        provider, request = self._request(model, body)
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(provider.timeouts.total):
+                response = await self._client.send(request)
+        except Exception as err:  # noqa: BLE001 - every transport failure is classified
+            raise failure_from_exception(err, provider) from None
+        latency_ms = int((time.perf_counter() - started) * 1000)
+        content = response.content
+        if response.status_code != 200:
+            raise failure_from_status(response, content, provider)
+        try:
+            parsed = json.loads(content)
+        except ValueError:
+            raise malformed(provider, "a body that is not JSON") from None
+        if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
+            raise malformed(provider, "no completion")
+        return UpstreamReply(body=parsed, latency_ms=latency_ms)
+
+    async def open_stream(self, model: Model, body: dict[str, Any]) -> httpx.Response:
+        """Send the request and return the response once its status says it streams."""
+        provider, request = self._request(model, body)
+        try:
+            async with asyncio.timeout(provider.timeouts.total):
+                response = await self._client.send(request, stream=True)
+        except Exception as err:  # noqa: BLE001
+            raise failure_from_exception(err, provider) from None
+        if response.status_code != 200:
+            try:
+                content = await response.aread()
+            except Exception:  # noqa: BLE001 - the status already says what happened
+                content = b""
+            finally:
+                await response.aclose()
+            raise failure_from_status(response, content, provider)
+        return response
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

@@ -1,0 +1,132 @@
+"""Who is calling: gateway keys to (app, team), without a database call per request.
+
+Keys live hashed in PostgreSQL (`db.keys`). Each replica keeps the active set in memory
+and refreshes it in the background, so authentication costs one hash and one dict
+lookup, and a PostgreSQL outage keeps the last known set working instead of locking
+every app out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping
+
+from db.keys import hash_key
+from gateway.domain.openai_errors import OpenAIError
+
+log = logging.getLogger("costgate.auth")
+
+ANONYMOUS_APP = "anonymous"
+MISS_RELOAD_S = 2.0
+MISS_RELOAD_WAIT_S = 5.0
+STATIC_APP = "default"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Caller:
+    app: str
+    team: str | None
+    key_id: uuid.UUID | None
+
+
+ANONYMOUS = Caller(app=ANONYMOUS_APP, team=None, key_id=None)
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+class KeyRing:
+    """The active keys of this replica, swapped whole on each refresh."""
+
+    def __init__(self, *, require_keys: bool, static_key_envs: tuple[str, ...] = ()) -> None:
+        self.require_keys = require_keys
+        self._static: dict[str, Caller] = {}
+        for env in static_key_envs:
+            value = os.environ.get(env)
+            if value:
+                self._static[hash_key(value)] = Caller(app=STATIC_APP, team=None, key_id=None)
+        self._keys: Mapping[str, Caller] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._load: Callable[[], Mapping[str, Caller]] | None = None
+        self._miss_reload_at = float("-inf")
+        self._refreshing: asyncio.Task[None] | None = None
+        self.loaded = False
+
+    def replace(self, keys: Mapping[str, Caller]) -> None:
+        self._keys = dict(keys)
+        self.loaded = True
+
+    def _lookup(self, token: str | None) -> Caller | None:
+        if token is None:
+            return None
+        digest = hash_key(token)
+        return self._keys.get(digest) or self._static.get(digest)
+
+    async def identify(self, authorization: str | None) -> Caller:
+        token = bearer_token(authorization)
+        caller = self._lookup(token)
+        # A key created a moment ago is not in the set yet: reload now rather than refuse
+        # it until the next periodic refresh, at most once per MISS_RELOAD_S so that a
+        # flood of wrong keys cannot turn into a flood of queries.
+        if caller is None and token is not None and self._load is not None:
+            in_flight = self._refreshing is not None and not self._refreshing.done()
+            if in_flight or time.monotonic() - self._miss_reload_at > MISS_RELOAD_S:
+                await self._reload_once()
+                caller = self._lookup(token)
+        if caller is not None:
+            return caller
+        return self._refuse_or_anonymous()
+
+    async def _reload_once(self) -> None:
+        load = self._load
+        if load is None:
+            return
+        if self._refreshing is None or self._refreshing.done():
+            self._miss_reload_at = time.monotonic()
+
+            async def reload() -> None:
+                self.replace(await asyncio.to_thread(load))
+
+            self._refreshing = asyncio.get_running_loop().create_task(reload())
+        # a database outage must not hold requests: give up quickly, keep the old set
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self._refreshing), timeout=MISS_RELOAD_WAIT_S)
+
+    def _refuse_or_anonymous(self) -> Caller:
+        if self.require_keys:
+            # the same words whether the key is absent, malformed or unknown
+            raise OpenAIError(
+                401,
+                "Missing or invalid gateway key: send Authorization: Bearer <key>.",
+                code="invalid_api_key",
+            )
+        return ANONYMOUS
+
+    def start_refresh(self, load: Callable[[], Mapping[str, Caller]], every_s: float) -> None:
+        self._load = load
+
+        async def loop() -> None:
+            while True:
+                try:
+                    self.replace(await asyncio.to_thread(load))
+                except Exception as err:  # noqa: BLE001 - keep the last set; retry later
+                    log.warning("gateway keys not refreshed: %s", type(err).__name__)
+                await asyncio.sleep(every_s)
+
+        self._task = asyncio.get_running_loop().create_task(loop())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()

@@ -1,0 +1,113 @@
+"""Validation of a client's chat completion request, before anything is routed.
+
+Hand-written rather than a pydantic model of OpenAI's whole schema: the gateway must pass
+through parameters it does not know (new OpenAI fields, provider extras), it only needs
+the few fields it acts on, and each check gives the client OpenAI's `param` pointer.
+Model validation was a tenth of a peer gateway's CPU per request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from gateway.domain.openai_errors import OpenAIError, bad_request
+
+_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChatRequest:
+    body: dict[str, Any]  # the client's body, passed on with `model` replaced
+    model: str
+    stream: bool
+    include_usage: bool  # the client asked for the usage chunk of a stream
+    max_tokens: int | None
+
+
+def parse_json_body(raw: bytes, max_bytes: int) -> Any:
+    if len(raw) > max_bytes:
+        raise OpenAIError(
+            413,
+            f"Request body is {len(raw)} bytes; the limit is {max_bytes} bytes.",
+            code="request_too_large",
+        )
+    if not raw:
+        raise bad_request("The request body is empty; send a JSON object.", code="invalid_json")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise bad_request(
+            f"The request body is not valid JSON: {err}", code="invalid_json"
+        ) from None
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def validate_chat_request(body: Any) -> ChatRequest:
+    if not isinstance(body, dict):
+        raise bad_request(f"The request body must be a JSON object, not {_type_name(body)}.")
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise bad_request("`model` is required and must be a non-empty string.", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request("`messages` must be a non-empty array.", param="messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise bad_request(f"messages[{i}] must be an object.", param=f"messages[{i}]")
+        role = message.get("role")
+        if role not in _ROLES:
+            raise bad_request(
+                f"messages[{i}].role must be one of {', '.join(sorted(_ROLES))}.",
+                param=f"messages[{i}].role",
+            )
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise bad_request("`stream` must be a boolean.", param="stream")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise bad_request("`stream_options` must be an object.", param="stream_options")
+    include_usage = bool(options and options.get("include_usage") is True)
+    max_tokens = _max_tokens(body)
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise bad_request(f"`{name}` must be a number.", param=name)
+    n = body.get("n")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise bad_request("`n` must be an integer of at least 1.", param="n")
+    return ChatRequest(
+        body=body,
+        model=model,
+        stream=bool(stream),
+        include_usage=include_usage,
+        max_tokens=max_tokens,
+    )
+
+
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    found = None
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise bad_request(f"`{name}` must be a positive integer.", param=name)
+        found = value if found is None else min(found, value)
+    return found
+
+
+def upstream_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
+    """The body sent upstream: the client's, with the provider's model id, and usage asked
+    for on every stream so that no stream is ever logged at $0."""
+    body = dict(req.body)
+    body["model"] = upstream_model
+    if req.stream:
+        options = dict(body.get("stream_options") or {})
+        options["include_usage"] = True
+        body["stream_options"] = options
+    return body

@@ -1,0 +1,74 @@
+"""One client request as it moves through the gateway, and where it ends up.
+
+Plain data and two small interfaces, shared by the request path (`gateway.replica.service`),
+the stream relay and the record builder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable
+
+from gateway.domain.config import Model
+from gateway.domain.usage_record import UsageRecord
+from gateway.replica.auth import Caller
+from gateway.replica.chat_request import ChatRequest
+from gateway.routing.policy import RoutePlan
+
+
+class RecordSink:
+    """Where finished records go: the ledger writer and the metrics, both non-blocking."""
+
+    def __init__(
+        self,
+        submit: Callable[[UsageRecord], None] | None = None,
+        observe: Callable[[UsageRecord], None] | None = None,
+    ) -> None:
+        self._submit = submit
+        self._observe = observe
+
+    def __call__(self, record: UsageRecord) -> None:
+        if self._submit is not None:
+            self._submit(record)
+        if self._observe is not None:
+            self._observe(record)
+
+
+class AttemptHooks:
+    """What the request path tells the metrics about each upstream attempt."""
+
+    def attempt(self, model: str, provider: str, outcome: str) -> None: ...
+    def retry(self, model: str, provider: str, reason: str) -> None: ...
+    def fallback(self, from_model: str, to_model: str) -> None: ...
+    def breaker(self, provider: str, model: str, state: int) -> None: ...
+    def inflight(self, delta: int) -> None: ...
+
+
+@dataclasses.dataclass(slots=True)
+class Exchange:
+    """The state of one client request as it moves through the gateway."""
+
+    request_id: uuid.UUID
+    started: float
+    started_at: dt.datetime
+    caller: Caller
+    requested: str
+    stream: bool = False
+    request: ChatRequest | None = None
+    plan: RoutePlan | None = None
+    model: Model | None = None
+    attempts: int = 0
+    path: list[str] = dataclasses.field(default_factory=list)
+    upstream_ms: int | None = None
+    ttft_ms: int | None = None
+    relay_started: bool = False
+
+    def elapsed_ms(self) -> int:
+        return int((time.perf_counter() - self.started) * 1000)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)

@@ -1,0 +1,152 @@
+"""The Ray Serve ingress: one deployment whose replicas each run a `GatewayService`.
+
+Deployed declaratively (see `gateway.control.serve_config`), with the routing settings in the
+deployment's `user_config`, so that a change of weights reconfigures the running
+replicas in place instead of restarting them.
+
+`import_path: gateway.replica.ingress:build` names the application builder below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from prometheus_client import CONTENT_TYPE_LATEST
+from ray import serve
+
+from gateway.domain.config import load_config
+from gateway.domain.openai_errors import OpenAIError
+from gateway.replica.http_api import build_app
+from gateway.replica.service import AttemptHooks, GatewayService, RecordSink
+
+log = logging.getLogger("costgate.ingress")
+
+class _MetricsHooks(AttemptHooks):
+    def __init__(self, metrics: Any) -> None:
+        self.m = metrics
+
+    def attempt(self, model: str, provider: str, outcome: str) -> None:
+        self.m.observe_attempt(model, provider, outcome)
+
+    def retry(self, model: str, provider: str, reason: str) -> None:
+        self.m.observe_retry(model, provider, reason)
+
+    def fallback(self, from_model: str, to_model: str) -> None:
+        self.m.observe_fallback(from_model, to_model)
+
+    def breaker(self, provider: str, model: str, state: int) -> None:
+        self.m.set_breaker_state(provider, model, state)
+
+    def inflight(self, delta: int) -> None:
+        self.m.inflight_delta(delta)
+
+
+@serve.deployment(name="Gateway")
+@serve.ingress()
+class Gateway:
+    async def __init__(self, config_path: str, database_url: str | None, state_dir: str) -> None:
+        from gateway.ledger.writer import RecordWriter
+        from gateway.metrics.replica import ReplicaMetrics, render_metrics
+
+        cfg = load_config(config_path)
+        context = serve.get_replica_context()
+        replica_id = context.replica_tag if context else f"pid-{os.getpid()}"
+        app_name = cfg.gateway.app_name
+        self.metrics = ReplicaMetrics(replica_id, app_name)
+        self.writer: Any = None
+        if database_url and cfg.gateway.record_usage:
+            # one folder for every replica: a replacement replica (a new tag) adopts and
+            # replays what its predecessor spooled; files are claimed by atomic rename
+            spool = Path(state_dir) / "spool"
+            self.writer = RecordWriter(database_url, spool_dir=spool)
+            await self.writer.start()
+
+        def observe(record: Any) -> None:
+            self.metrics.observe_request(record)
+
+        sink = RecordSink(submit=self.writer.submit if self.writer else None, observe=observe)
+        self.service = GatewayService(cfg, sink=sink, hooks=_MetricsHooks(self.metrics))
+        if database_url:
+            self._start_key_refresh(database_url)
+        self.metrics.set_routing_weights(self.service.routing.aliases)
+        await self.metrics.start()
+        self._stats_task = asyncio.get_running_loop().create_task(self._copy_writer_stats())
+
+        async def render() -> tuple[bytes, str]:
+            try:
+                return await render_metrics(app_name), CONTENT_TYPE_LATEST
+            except Exception as err:  # noqa: BLE001 - the hub is away: say so, briefly
+                raise OpenAIError(
+                    503, f"metrics hub unavailable ({type(err).__name__})", code="metrics"
+                ) from None
+
+        self._app = build_app(self.service, render_metrics=render)
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        # Serve calls this right after __init__: the app's routes close over this
+        # replica's service, which a module-level app could not do
+        return self._app
+
+    async def _copy_writer_stats(self) -> None:
+        while self.writer is not None:
+            self.metrics.set_writer_stats(self.writer.stats())
+            await asyncio.sleep(1.0)
+
+    def _start_key_refresh(self, database_url: str) -> None:
+        from db.engine import make_engine
+        from db.keys import load_active_keys
+        from gateway.replica.auth import Caller
+
+        engine = make_engine(database_url, pool_size=1, max_overflow=0)
+
+        def load() -> dict[str, Caller]:
+            return {
+                digest: Caller(app=info.app, team=info.team, key_id=info.key_id)
+                for digest, info in load_active_keys(engine).items()
+            }
+
+        self.service.keys.start_refresh(load, every_s=10.0)
+
+    async def reconfigure(self, user_config: dict[str, Any]) -> None:
+        # parse_routing raises on bad settings; writers validate before they submit, so
+        # reaching this with bad settings means someone bypassed them
+        settings = self.service.apply_user_config(user_config)
+        self.metrics.set_routing_weights(settings.aliases)
+        log.info("routing settings version %s applied", settings.version)
+
+    async def check_health(self) -> None:
+        # Never fail for a PostgreSQL outage: records spool to disk meanwhile, and a
+        # failing health check would only replace replicas in a loop.
+        if not self.service.ready:
+            raise RuntimeError("gateway service not ready")
+
+    async def __del__(self) -> None:
+        # graceful shutdown (downscale, redeploy, `serve shutdown`): drain what is buffered
+        try:
+            self._stats_task.cancel()
+            if self.writer is not None:
+                await self.writer.close(timeout_s=10.0)
+                self.metrics.set_writer_stats(self.writer.stats())
+            await self.metrics.close()
+            await self.service.aclose()
+        except Exception:  # noqa: BLE001 - shutting down; nothing left to tell
+            log.exception("error while shutting the gateway replica down")
+
+
+def build(args: dict[str, Any]) -> Any:
+    """Serve application builder: `args` come from the generated declarative config.
+
+    The database URL comes from the environment Ray was started with (DATABASE_URL), not
+    from `args`: the declarative config is readable by anyone who can reach Ray's
+    dashboard, and a URL may hold a password.
+    """
+    return Gateway.bind(
+        args["config_path"],
+        os.environ.get("DATABASE_URL") or None,
+        args.get("state_dir", ".state"),
+    )

@@ -1,0 +1,482 @@
+"""One replica's gateway: auth, routing, the upstream call with retries and fallbacks,
+and the ledger record, for every chat completion.
+
+This is plain asyncio with no Ray in it, so the same object serves the Serve ingress
+(`gateway.replica.ingress`) and a plain uvicorn app in tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import httpx
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from gateway.domain.config import Config, Model
+from gateway.domain.openai_errors import OpenAIError
+from gateway.domain.pricing import PriceCatalog
+from gateway.domain.routing_settings import RoutingSettings, parse_routing, routing_from_config
+from gateway.domain.usage_record import RequestStatus, UsageSource
+from gateway.providers.client import (
+    UpstreamClient,
+    UpstreamFailure,
+    failure_from_exception,
+    malformed,
+)
+from gateway.providers.sse import SSEDecoder, StreamTally
+from gateway.replica.auth import KeyRing
+from gateway.replica.chat_request import parse_json_body, upstream_body, validate_chat_request
+from gateway.replica.exchange import AttemptHooks, Exchange, RecordSink, utcnow
+from gateway.replica.record_builder import build_record
+from gateway.replica.stream_relay import relay, relay_response
+from gateway.replica.usage_accounting import Accounted, account, completion_text
+from gateway.routing.circuit_breaker import BreakerBoard
+from gateway.routing.latency_tracker import LatencyTracker
+from gateway.routing.policy import (
+    Health,
+    RouteHeaderError,
+    RouteOverrides,
+    RoutePlan,
+    RouteRefusal,
+    effective_prices,
+    plan_route,
+)
+from gateway.routing.rate_limits import RateLimiter
+from gateway.routing.retry_policy import FailureReason, NextStep, decide_next
+
+log = logging.getLogger("costgate.gateway")
+
+MODEL_HEADER = "x-costgate-model"
+PROVIDER_HEADER = "x-costgate-provider"
+# Serve sets its own x-request-id on every response, so ours has a name of its own
+REQUEST_ID_HEADER = "x-costgate-request-id"
+
+
+class GatewayService:
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        sink: RecordSink | None = None,
+        hooks: AttemptHooks | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        keyring: KeyRing | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.catalog = PriceCatalog.from_config(cfg)
+        self.prices = effective_prices(cfg)
+        self.routing: RoutingSettings = routing_from_config(cfg)
+        self.upstream = UpstreamClient(cfg, transport=transport)
+        self.sink = sink or RecordSink()
+        self.hooks = hooks or AttemptHooks()
+        self.keys = keyring or KeyRing(
+            require_keys=cfg.gateway.require_keys,
+            static_key_envs=cfg.gateway.static_key_envs,
+        )
+        self.breakers = BreakerBoard(self.routing.breaker)
+        self.latency = LatencyTracker()
+        self.limits = RateLimiter()
+        self.limits.update_caps(self.routing.caps, replicas=self._replicas())
+        self.rng = rng or random.Random()
+        self.ready = True
+
+    def _replicas(self) -> int:
+        """Caps are cluster-wide; each replica enforces its share of them."""
+        g = self.cfg.gateway
+        return g.autoscaling.min_replicas if g.autoscaling else g.num_replicas
+
+    # -- live configuration -------------------------------------------------------------
+
+    def apply_user_config(self, user_config: Mapping[str, Any] | None) -> RoutingSettings:
+        """Validate first, then swap one reference: requests in flight keep the old plan."""
+        settings = parse_routing(dict(user_config) if user_config else None, self.cfg)
+        self.breakers.update_settings(settings.breaker)
+        self.limits.update_caps(settings.caps, replicas=self._replicas())
+        self.routing = settings
+        return settings
+
+    # -- routes ---------------------------------------------------------------------------
+
+    def list_models(self) -> dict[str, Any]:
+        created = 1_767_225_600  # 2026-01-01: OpenAI's list needs a number
+        data = []
+        for m in self.cfg.models:
+            entry: dict[str, Any] = {
+                "id": m.name,
+                "object": "model",
+                "created": created,
+                "owned_by": m.provider,
+            }
+            entry.update(self._price_info(m.name))
+            data.append(entry)
+        for name, alias in self.cfg.aliases.items():
+            weights = self.routing.weights_for(name, self.cfg)
+            data.append(
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "costgate",
+                    "costgate_alias": {
+                        "description": alias.description,
+                        "weights": {k: str(v) for k, v in weights.items()},
+                        "baseline": alias.baseline,
+                    },
+                }
+            )
+        return {"object": "list", "data": data}
+
+    def _price_info(self, model: str) -> dict[str, Any]:
+        version = self.catalog.version(model)
+        if version is None:
+            return {}
+
+        def rates(r: Any) -> dict[str, str | None]:
+            return {
+                name: None if getattr(r, name) is None else str(getattr(r, name))
+                for name in ("input", "cached_input", "cache_write", "output", "reasoning")
+            }
+
+        return {
+            "costgate_pricing": {
+                "unit": "per 1M tokens",
+                "list_usd": rates(version.list_rates),
+                "actual_usd": rates(version.billed_usd_per_mtok()),
+                "billing_currency": version.billing_currency,
+                "actual": rates(version.billed_rates),
+                "effective_from": version.effective_from.isoformat(),
+                "price_version_id": str(version.id),
+            }
+        }
+
+    async def chat(self, request: Request) -> Response:
+        started, started_at = time.perf_counter(), utcnow()
+        try:
+            caller = await self.keys.identify(request.headers.get("authorization"))
+        except OpenAIError as err:
+            # no record: an unauthenticated caller must not be able to fill the ledger
+            return json_error(err)
+        ex = Exchange(
+            request_id=uuid.uuid4(),
+            started=started,
+            started_at=started_at,
+            caller=caller,
+            requested="",
+        )
+        self.hooks.inflight(1)
+        streaming = False
+        try:
+            try:
+                response = await self._chat(request, ex)
+            except OpenAIError as err:
+                self._finish_error(ex, err)
+                return self._error_response(ex, err)
+            streaming = isinstance(response, StreamingResponse)
+            return response
+        finally:
+            if not streaming:
+                self.hooks.inflight(-1)
+
+    async def _chat(self, request: Request, ex: Exchange) -> Response:
+        declared = request.headers.get("content-length")
+        limit = self.cfg.gateway.max_body_bytes
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise OpenAIError(
+                413,
+                f"Request body is {declared} bytes; the limit is {limit} bytes.",
+                code="request_too_large",
+            )
+        req = validate_chat_request(parse_json_body(await request.body(), limit))
+        ex.request, ex.requested, ex.stream = req, req.model, req.stream
+        ex.plan = self._plan(req.model, request.headers)
+        if req.stream:
+            return await self._open_stream(ex)
+        return await self._complete(ex)
+
+    def _plan(self, requested: str, headers: Mapping[str, str]) -> RoutePlan:
+        try:
+            overrides = RouteOverrides.from_headers(headers)
+        except RouteHeaderError as err:
+            raise OpenAIError(400, str(err), param=err.header, code="invalid_header") from None
+        latency: dict[str, float] = {}
+        if overrides.priority is not None:
+            for name in self.cfg.models_by_name:
+                figure = self.latency.figures(name).latency_s
+                if figure is not None:
+                    latency[name] = figure
+        health = Health(
+            unavailable={model: wait for (_, model), wait in self.breakers.unavailable().items()},
+            capped=self.limits.at_cap(),
+            latency_s=latency,
+        )
+        plan = plan_route(
+            requested, self.cfg, self.routing, health, self.prices, self.rng, overrides
+        )
+        if isinstance(plan, RouteRefusal):
+            headers_out = {}
+            if plan.retry_after_header is not None:
+                headers_out["retry-after"] = plan.retry_after_header
+            raise OpenAIError(
+                plan.status,
+                plan.message,
+                code=plan.reason,
+                param=plan.param,
+                headers=headers_out,
+            )
+        return plan
+
+    # -- the attempt loop -----------------------------------------------------------------
+
+    async def _attempts(self, ex: Exchange, call: Callable[[Model], Any]) -> Any:
+        """Try the plan's models in order, retrying each as the retry policy says."""
+        assert ex.plan is not None
+        models = ex.plan.models
+        retry = self.routing.retries
+        last: UpstreamFailure | None = None
+        for index, name in enumerate(models):
+            model = self.cfg.models_by_name[name]
+            breaker = self.breakers.get(model.provider, name)
+            on_model = 0
+            if ex.path and ex.path[-1] != name:
+                self.hooks.fallback(ex.path[-1], name)
+            while True:
+                if not breaker.allow():
+                    break  # open, or its one half-open probe is out: the next model
+                ex.attempts += 1
+                on_model += 1
+                ex.path.append(name)
+                ex.model = model
+                self.limits.record_request(name)
+                started = time.perf_counter()
+                try:
+                    result = await call(model)
+                except UpstreamFailure as failure:
+                    last = failure
+                    if failure.verdict.affects_health:
+                        breaker.record_failure()
+                    else:
+                        breaker.release()
+                    self.hooks.attempt(name, model.provider, failure.reason)
+                    self.hooks.breaker(model.provider, name, int(breaker.state))
+                    step = decide_next(
+                        failure.verdict,
+                        attempts_made=ex.attempts,
+                        attempts_on_model=on_model,
+                        models_left=len(models) - index - 1,
+                        retry_after=failure.retry_after,
+                        client_has_bytes=False,
+                        rng=self.rng,
+                        settings=retry,
+                    )
+                    if step.step is NextStep.RETRY_SAME:
+                        self.hooks.retry(name, model.provider, failure.reason)
+                        await asyncio.sleep(step.delay_s)
+                        continue
+                    if step.step is NextStep.NEXT_MODEL:
+                        break
+                    raise self._client_error(failure) from None
+                except BaseException:
+                    breaker.release()  # cancelled: neither a success nor the upstream's fault
+                    raise
+                breaker.record_success()
+                self.hooks.attempt(name, model.provider, "ok")
+                self.hooks.breaker(model.provider, name, int(breaker.state))
+                elapsed = time.perf_counter() - started
+                ex.upstream_ms = int(elapsed * 1000)
+                return result
+        if last is not None:
+            raise self._client_error(last)
+        raise OpenAIError(
+            503,
+            f"No upstream for {ex.requested!r} is available right now "
+            "(circuit breakers open); retry shortly.",
+            code="upstream_unavailable",
+            headers={"retry-after": "5"},
+        )
+
+    def _client_error(self, failure: UpstreamFailure) -> OpenAIError:
+        reason = failure.verdict.reason
+        if failure.error_body is not None and failure.status and 400 <= failure.status < 500:
+            err = failure.error_body["error"]
+            return OpenAIError(
+                failure.status,
+                str(err.get("message") or failure.message),
+                code=err.get("code") if isinstance(err.get("code"), str) else reason.value,
+                param=err.get("param") if isinstance(err.get("param"), str) else None,
+                type_=err.get("type") if isinstance(err.get("type"), str) else None,
+            )
+        if reason is FailureReason.RATE_LIMITED:
+            wait = max(1, int(failure.retry_after or 1))
+            return OpenAIError(
+                429,
+                f"Upstream rate limit: {failure.message}. Retry after {wait} s.",
+                code=reason.value,
+                headers={"retry-after": str(wait)},
+            )
+        if reason is FailureReason.TIMEOUT:
+            return OpenAIError(504, f"Upstream timed out: {failure.message}.", code=reason.value)
+        return OpenAIError(502, f"Upstream error: {failure.message}.", code=reason.value)
+
+    # -- non-streaming --------------------------------------------------------------------
+
+    async def _complete(self, ex: Exchange) -> Response:
+        assert ex.request is not None
+        req = ex.request
+
+        async def call(model: Model) -> Any:
+            return await self.upstream.complete(model, upstream_body(req, model.upstream_model))
+
+        reply = await self._attempts(ex, call)
+        body = reply.body
+        body["model"] = ex.requested
+        accounted = account(
+            body.get("usage"),
+            messages=req.body.get("messages"),
+            completion=completion_text(body),
+            model=ex.model.upstream_model if ex.model else None,
+        )
+        self._finish(ex, RequestStatus.OK, 200, None, accounted)
+        return JSONResponse(body, headers=self._headers(ex))
+
+    # -- streaming ------------------------------------------------------------------------
+
+    async def _open_stream(self, ex: Exchange) -> Response:
+        assert ex.request is not None
+        req = ex.request
+
+        async def call(model: Model) -> tuple[httpx.Response, AsyncIterator[bytes], list[bytes]]:
+            response = await self.upstream.open_stream(
+                model, upstream_body(req, model.upstream_model)
+            )
+            provider = self.cfg.provider(model.provider)
+            # Read up to the first event before answering 200: until a byte reaches the
+            # client, a reset or a broken first chunk can still be retried elsewhere.
+            raw = response.aiter_raw()
+            decoder = SSEDecoder()
+            first: list[bytes] = []
+            try:
+                while not first:
+                    chunk = await anext(raw)
+                    first.extend(decoder.feed(chunk))
+            except StopAsyncIteration:
+                await response.aclose()
+                raise malformed(provider, "an empty stream") from None
+            except UpstreamFailure:
+                await response.aclose()
+                raise
+            except Exception as err:  # noqa: BLE001 - classified for the retry policy
+                await response.aclose()
+                raise failure_from_exception(err, provider) from None
+            response.extensions["costgate_decoder"] = decoder
+            return response, raw, first
+
+        response, raw, first = await self._attempts(ex, call)
+        assert ex.model is not None and ex.request is not None
+        messages, upstream_model = ex.request.body.get("messages"), ex.model.upstream_model
+
+        def on_end(
+            status: RequestStatus, http_status: int, error_class: str | None, tally: StreamTally
+        ) -> None:
+            self.hooks.inflight(-1)
+            # usage the upstream reported is the whole stream's; without it (cancelled,
+            # broken), what was relayed so far is counted and marked estimated
+            accounted = account(
+                tally.usage, messages=messages, completion=tally.text(), model=upstream_model
+            )
+            self._finish(ex, status, http_status, error_class, accounted)
+
+        stream = relay(
+            ex,
+            response,
+            raw,
+            response.extensions["costgate_decoder"],
+            first,
+            self.cfg.provider(ex.model.provider),
+            on_end,
+        )
+        return relay_response(
+            stream, ex, on_abandon=lambda: self._abandon(ex, response), headers=self._headers(ex)
+        )
+
+    def _abandon(self, ex: Exchange, response: httpx.Response) -> None:
+        """The client left before the relay started: close upstream, record the request."""
+        self.hooks.inflight(-1)
+        self._finish(
+            ex,
+            RequestStatus.CANCELLED,
+            200,
+            "client_disconnected",
+            account(
+                None,
+                messages=ex.request.body.get("messages") if ex.request else None,
+                completion="",
+            ),
+        )
+        asyncio.get_running_loop().create_task(response.aclose())
+
+    # -- responses and records --------------------------------------------------------------
+
+    def _headers(self, ex: Exchange) -> dict[str, str]:
+        headers = {REQUEST_ID_HEADER: str(ex.request_id)}
+        if ex.model is not None:
+            headers[MODEL_HEADER] = ex.model.name
+            headers[PROVIDER_HEADER] = ex.model.provider
+        return headers
+
+    def _error_response(self, ex: Exchange, err: OpenAIError) -> Response:
+        headers = {REQUEST_ID_HEADER: str(ex.request_id)} | err.headers
+        if ex.model is not None:
+            headers[MODEL_HEADER] = ex.model.name
+        return Response(
+            err.body_bytes(), status_code=err.status, headers=headers, media_type="application/json"
+        )
+
+    def _finish_error(self, ex: Exchange, err: OpenAIError) -> None:
+        status = RequestStatus.CLIENT_ERROR if err.status < 500 else RequestStatus.UPSTREAM_ERROR
+        if err.status == 429 and ex.attempts:
+            status = RequestStatus.UPSTREAM_ERROR
+        self._finish(ex, status, err.status, err.code, Accounted(None, UsageSource.MISSING))
+
+    def _finish(
+        self,
+        ex: Exchange,
+        status: RequestStatus,
+        http_status: int,
+        error_class: str | None,
+        accounted: Accounted,
+    ) -> None:
+        try:
+            record = build_record(
+                ex, self.cfg, self.catalog, status, http_status, error_class, accounted
+            )
+        except Exception:  # noqa: BLE001 - a ledger bug must not fail the client's request
+            log.exception("could not build the usage record of %s", ex.request_id)
+            return
+        if ex.model is not None and status is RequestStatus.OK and ex.upstream_ms is not None:
+            # the upstream's own time (not our retries and waits) ranks it for `high`/`normal`
+            self.latency.observe(ex.model.name, ex.upstream_ms / 1000, _s(record.ttft_ms))
+            if accounted.usage is not None:
+                used = accounted.usage.prompt_tokens + accounted.usage.completion_tokens
+                self.limits.record_tokens(ex.model.name, used)
+        self.sink(record)
+
+    async def aclose(self) -> None:
+        self.keys.stop()
+        await self.upstream.aclose()
+
+
+def _s(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def json_error(err: OpenAIError) -> JSONResponse:
+    return JSONResponse(json.loads(err.body_bytes()), status_code=err.status, headers=err.headers)

@@ -1,0 +1,159 @@
+"""Relaying an upstream SSE stream to the client, chunk by chunk, never buffered.
+
+The relay rewrites each chunk for the client (`gateway.providers.sse`), notes the time to the first
+token, and whatever way the stream ends (done, upstream failure, or the client going
+away, which arrives as a CancelledError at a `yield`) it reports the outcome once and
+closes the upstream response, without awaiting the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+from fastapi.responses import StreamingResponse
+
+from gateway.domain.config import Provider
+from gateway.domain.usage_record import RequestStatus
+from gateway.providers.client import failure_from_exception
+from gateway.providers.sse import (
+    DONE,
+    MalformedChunk,
+    SSEDecoder,
+    StreamTally,
+    encode_event,
+    rewrite_chunk,
+)
+from gateway.replica.exchange import Exchange
+from gateway.routing.retry_policy import FailureReason
+
+DRAIN_TIMEOUT_S = 1.0
+
+# status, http status, error class, tally: how the stream ended and what it carried
+Outcome = Callable[[RequestStatus, int, str | None, StreamTally], None]
+
+
+class RelayResponse(StreamingResponse):
+    """A stream whose clean-up runs even if the client leaves before it starts.
+
+    An async generator that never started never runs its `finally`, which would leave
+    the upstream connection open and the request unrecorded.
+    """
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        *,
+        started: Callable[[], bool],
+        on_abandon: Callable[[], None],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(content, **kwargs)
+        self._started = started
+        self._on_abandon = on_abandon
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self._started():
+                self._on_abandon()
+
+
+async def _drain(raw: AsyncIterator[bytes]) -> None:
+    """Read the little that follows [DONE] (the body's end), so that the upstream
+    connection goes back to the pool instead of being closed."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            async for _ in raw:
+                pass
+
+
+def stream_error(message: str) -> bytes:
+    """OpenAI's way to end a stream that already started: an error event."""
+    return encode_event(
+        {"error": {"message": message, "type": "upstream_error", "param": None, "code": None}}
+    )
+
+
+async def relay(
+    ex: Exchange,
+    response: httpx.Response,
+    raw: AsyncIterator[bytes],
+    decoder: SSEDecoder,
+    first: list[bytes],
+    provider: Provider,
+    on_end: Outcome,
+) -> AsyncIterator[bytes]:
+    assert ex.request is not None
+    ex.relay_started = True
+    include_usage = ex.request.include_usage
+    tally = StreamTally()
+    status, http_status, error_class = RequestStatus.CANCELLED, 200, "client_disconnected"
+    try:
+        pending = first
+        done = False
+        while True:
+            for payload in pending:
+                done = payload.strip() == DONE
+                if done:
+                    # the outcome is settled before the last event leaves: a client
+                    # that hangs up right after [DONE] did not cancel anything
+                    status, error_class = RequestStatus.OK, None
+                out = rewrite_chunk(
+                    payload, public_model=ex.requested, tally=tally, include_usage=include_usage
+                )
+                if out is not None:
+                    if ex.ttft_ms is None:
+                        ex.ttft_ms = ex.elapsed_ms()
+                    yield out
+                if done:
+                    break
+            if done:
+                await _drain(raw)
+                break
+            try:
+                chunk = await anext(raw)
+            except StopAsyncIteration:
+                pending = list(decoder.flush())
+                if not pending:
+                    break
+                continue
+            pending = list(decoder.feed(chunk))
+        if done or tally.finished:
+            status, error_class = RequestStatus.OK, None
+        else:
+            status, http_status = RequestStatus.UPSTREAM_ERROR, 502
+            error_class = FailureReason.RESET.value
+            yield stream_error("the upstream stream ended early")
+    except MalformedChunk:
+        status, http_status = RequestStatus.UPSTREAM_ERROR, 502
+        error_class = FailureReason.MALFORMED.value
+        yield stream_error("the upstream sent a malformed chunk")
+    except (httpx.HTTPError, OSError) as err:
+        failure = failure_from_exception(err, provider)
+        status, http_status, error_class = RequestStatus.UPSTREAM_ERROR, 502, failure.reason
+        yield stream_error(f"upstream stream failed: {failure.message}")
+    finally:
+        on_end(status, http_status, error_class, tally)
+        await response.aclose()
+
+
+def relay_response(
+    stream: AsyncIterator[bytes],
+    ex: Exchange,
+    on_abandon: Callable[[], None],
+    headers: dict[str, str],
+    **kwargs: Any,
+) -> RelayResponse:
+    return RelayResponse(
+        stream,
+        started=lambda: ex.relay_started,
+        on_abandon=on_abandon,
+        media_type="text/event-stream",
+        headers=headers | {"cache-control": "no-cache"},
+        **kwargs,
+    )
