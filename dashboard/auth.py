@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
-import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
+
+from gateway.domain.environment import Environment, environment
 
 USERS_ENV = "COSTGATE_DASHBOARD_USERS"
 USERS_FILE_ENV = "COSTGATE_DASHBOARD_USERS_FILE"
@@ -88,17 +89,18 @@ def _looks_like_hash(stored: str) -> bool:
 
 
 def load_users(environ: Mapping[str, str] | None = None) -> dict[str, User]:
-    env = os.environ if environ is None else environ
+    """The users of the process environment, or of `environ` when given (tests, the CLI)."""
+    env = environment() if environ is None else Environment.model_validate(dict(environ))
     users: dict[str, User] = {}
-    path = env.get(USERS_FILE_ENV)
-    if path:
+    if env.dashboard_users_file is not None:
+        path = env.dashboard_users_file
         try:
             lines = Path(path).read_text().splitlines()
         except OSError as err:
             raise AuthConfigError(f"{USERS_FILE_ENV}: cannot read {path}: {err.strerror}") from None
         users |= parse_users(lines, USERS_FILE_ENV)
-    if env.get(USERS_ENV):
-        users |= parse_users(env[USERS_ENV].split(","), USERS_ENV)
+    if env.dashboard_users is not None and env.dashboard_users.get_secret_value():
+        users |= parse_users(env.dashboard_users.get_secret_value().split(","), USERS_ENV)
     return users
 
 

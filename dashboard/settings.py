@@ -9,15 +9,10 @@ and `COSTGATE_APP_NAME` and `COSTGATE_GATEWAY_URL` (else derived from the config
 from __future__ import annotations
 
 import dataclasses
-import os
 from functools import lru_cache
 
-from gateway.domain.config import Config, default_config_path, load_config
-
-RAY_DASHBOARD_URL_ENV = "COSTGATE_RAY_DASHBOARD_URL"
-APP_NAME_ENV = "COSTGATE_APP_NAME"
-GATEWAY_URL_ENV = "COSTGATE_GATEWAY_URL"
-REFRESH_ENV = "COSTGATE_DASHBOARD_REFRESH_S"
+from gateway.domain.config import Config, load_config
+from gateway.domain.environment import environment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,17 +29,13 @@ class DashboardSettings:
 def load_settings() -> DashboardSettings:
     from db.engine import database_url
 
-    cfg = load_config(default_config_path())
-    ray_url = os.environ.get(RAY_DASHBOARD_URL_ENV) or (
-        f"http://127.0.0.1:{cfg.gateway.ray.dashboard_port}"
-    )
+    env = environment()
+    cfg = load_config(env.config_file)
     return DashboardSettings(
         database_url=database_url(),
         config=cfg,
-        ray_dashboard_url=ray_url.rstrip("/"),
-        app_name=os.environ.get(APP_NAME_ENV) or cfg.gateway.app_name,
-        gateway_url=(
-            os.environ.get(GATEWAY_URL_ENV) or f"http://{cfg.gateway.host}:{cfg.gateway.port}"
-        ).rstrip("/"),
-        refresh_s=int(os.environ.get(REFRESH_ENV, "30")),
+        ray_dashboard_url=env.ray_dashboard_url(cfg),
+        app_name=env.app_name or cfg.gateway.app_name,
+        gateway_url=env.gateway_url(cfg),
+        refresh_s=env.dashboard_refresh_s,
     )

@@ -16,17 +16,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-STATE_DIR_ENV = "COSTGATE_STATE_DIR"
+from gateway.domain.environment import environment
 
 log = logging.getLogger(__name__)
 
 
 def state_dir() -> Path:
     """Where costgate keeps local state: $COSTGATE_STATE_DIR, else `.state` in the checkout."""
-    env = os.environ.get(STATE_DIR_ENV)
-    if env:
-        return Path(env).expanduser().resolve()
-    return Path(__file__).resolve().parent.parent / ".state"
+    return environment().state_dir
 
 
 def pgdata_dir(base: Path | None = None) -> Path:

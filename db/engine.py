@@ -7,14 +7,13 @@ PostgreSQL through psycopg 3: there is no SQLite branch.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine
 
-DATABASE_URL_ENV = "DATABASE_URL"
+from gateway.domain.environment import environment
 
 _SCHEMES = ("postgresql+psycopg2://", "postgresql+psycopg://", "postgresql://", "postgres://")
 
@@ -34,7 +33,7 @@ def libpq_url(url: str) -> str:
 
 def database_url() -> str:
     """DATABASE_URL normalised to psycopg 3, or the embedded server's URL (started if needed)."""
-    env = os.environ.get(DATABASE_URL_ENV)
+    env = environment().database_url_value
     if env:
         return normalize_url(env)
     from db.embedded import ensure_embedded

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from contextlib import nullcontext
 
+from gateway.domain.environment import environment
+
 DEFAULT_GATEWAY = "http://127.0.0.1:8000/v1"
+
+
+def _default_api_key() -> str | None:
+    key = environment().api_key
+    return key.get_secret_value() if key else None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", help="configuration file, to find the model's upstream")
     parser.add_argument("--gateway", default=DEFAULT_GATEWAY,
                         help=f"the gateway's OpenAI base URL (default {DEFAULT_GATEWAY})")
-    parser.add_argument("--api-key", default=os.environ.get("COSTGATE_API_KEY"),
+    parser.add_argument("--api-key", default=_default_api_key(),
                         help="gateway key (default: $COSTGATE_API_KEY)")
     parser.add_argument("--sim", help="the sim's root URL, e.g. http://127.0.0.1:9100 "
                         "(default: the model's provider base_url in the config)")

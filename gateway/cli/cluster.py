@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.cli.config_option import add_config_option, load_for_command
+from gateway.domain.environment import environment
 
 
 def register(sub: Any) -> None:
@@ -114,7 +115,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     if started_by_us(paths) or paths.temp_dir.exists():
         n = stop_head(paths)
         print(f"stopped the Ray head ({n} processes)")
-    if not args.keep_db and not os.environ.get("DATABASE_URL") and stop_embedded():
+    if not args.keep_db and environment().database_url is None and stop_embedded():
         print("stopped the embedded PostgreSQL")
     return 0
 

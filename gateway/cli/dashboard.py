@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import os
 import sys
 from typing import Any
 
 from gateway.cli.config_option import add_config_option, load_for_command
+from gateway.domain.environment import environment
 
 
 def register(sub: Any) -> None:
@@ -136,7 +136,7 @@ def cmd_set(args: argparse.Namespace) -> int:
             weights,
             actor,
             args.note,
-            os.environ.get("DATABASE_URL"),
+            environment().database_url_value,
             cfg=cfg,
             gateway_url=gateway,
             timeout_s=args.timeout,
@@ -166,7 +166,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     cfg, _, app = _context(args)
     rows = list_routing_changes(
-        os.environ.get("DATABASE_URL"), app_name=app, alias=args.alias, limit=args.limit
+        environment().database_url_value, app_name=app, alias=args.alias, limit=args.limit
     )
     if not rows:
         print("no routing changes recorded")

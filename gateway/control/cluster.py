@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -29,11 +28,10 @@ import psutil
 
 from gateway.control.serve_config import serve_config
 from gateway.domain.config import Config
+from gateway.domain.environment import environment
 from gateway.domain.routing_settings import RoutingError, RoutingSettings
 
-RAY_TOKEN_ENV = "RAY_AUTH_TOKEN"
 CLUSTER_MARKER_ENV = "COSTGATE_RAY_TEMP_DIR"
-DASHBOARD_HOST_ENV = "COSTGATE_RAY_DASHBOARD_HOST"
 
 
 class ClusterError(RuntimeError):
@@ -41,14 +39,7 @@ class ClusterError(RuntimeError):
 
 
 def ray_token() -> str | None:
-    token = os.environ.get(RAY_TOKEN_ENV)
-    if token:
-        return token.strip()
-    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None
+    return environment().ray_token()
 
 
 def dashboard_headers() -> dict[str, str]:
@@ -77,12 +68,11 @@ class ClusterPaths:
 
 
 def dashboard_url(cfg: Config) -> str:
-    return f"http://127.0.0.1:{cfg.gateway.ray.dashboard_port}"
+    return environment().ray_dashboard_url(cfg)
 
 
 def gateway_url(cfg: Config) -> str:
-    host = cfg.gateway.host if cfg.gateway.host not in ("0.0.0.0", "::") else "127.0.0.1"
-    return f"http://{host}:{cfg.gateway.port}"
+    return environment().gateway_url(cfg)
 
 
 def _dashboard_up(url: str) -> bool:
@@ -105,7 +95,7 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
         "--head",
         "--node-ip-address=127.0.0.1",
         f"--port={r.head_port}",
-        f"--dashboard-host={os.environ.get(DASHBOARD_HOST_ENV, r.dashboard_host)}",
+        f"--dashboard-host={environment().ray_dashboard_host or r.dashboard_host}",
         f"--dashboard-port={r.dashboard_port}",
         "--include-dashboard=true",
         f"--ray-client-server-port={r.ports()['client_server_port']}",

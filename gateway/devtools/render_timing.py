@@ -18,7 +18,7 @@ import logging
 import time
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent / "app.py"
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 PAGES = ("overview", "savings", "spend", "export", "latency_errors", "routing", "requests")
 
 

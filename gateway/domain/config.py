@@ -9,7 +9,6 @@ replica crash loop later.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +23,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from gateway.domain.environment import environment, secret_from_env
 
 NonNegDecimal = Annotated[Decimal, Field(ge=0)]
 
@@ -95,7 +96,7 @@ class Provider(_Strict):
     billing: Billing = Billing()
 
     def api_key(self) -> str | None:
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
+        return secret_from_env(self.api_key_env) if self.api_key_env else None
 
 
 class Model(_Strict):
@@ -304,11 +305,6 @@ def load_config(path: str | Path) -> Config:
     return parse_config(data)
 
 
-DEFAULT_CONFIG_ENV = "COSTGATE_CONFIG"
-
-
 def default_config_path() -> Path:
-    env = os.environ.get(DEFAULT_CONFIG_ENV)
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parent.parent / "config" / "costgate.example.yaml"
+    """$COSTGATE_CONFIG, else the documented example the demo runs on."""
+    return environment().config_file

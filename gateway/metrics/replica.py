@@ -27,13 +27,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 import uuid
 import weakref
 from decimal import Decimal
 from typing import Protocol
 
+from gateway.domain.environment import environment
 from gateway.domain.usage_record import RequestStatus, UsageRecord
 from gateway.metrics.catalog import (
     BASELINE_COST_USD,
@@ -131,7 +131,7 @@ class LocalHubClient:
 
 
 def _app_label_default() -> bool:
-    return os.environ.get(APP_LABEL_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return environment().metrics_app_label
 
 
 # live instances per process, so render_metrics can push this replica's news first

@@ -12,12 +12,12 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
 
 from db.keys import hash_key
+from gateway.domain.environment import secret_from_env
 from gateway.domain.openai_errors import OpenAIError
 
 log = logging.getLogger("costgate.auth")
@@ -54,7 +54,7 @@ class KeyRing:
         self.require_keys = require_keys
         self._static: dict[str, Caller] = {}
         for env in static_key_envs:
-            value = os.environ.get(env)
+            value = secret_from_env(env)
             if value:
                 self._static[hash_key(value)] = Caller(app=STATIC_APP, team=None, key_id=None)
         self._keys: Mapping[str, Caller] = {}

@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from ray import serve
 
 from gateway.domain.config import load_config
+from gateway.domain.environment import environment
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.http_api import build_app
 from gateway.replica.service import AttemptHooks, GatewayService, RecordSink
@@ -147,6 +148,6 @@ def build(args: dict[str, Any]) -> Any:
     """
     return Gateway.bind(
         args["config_path"],
-        os.environ.get("DATABASE_URL") or None,
+        environment().database_url_value,
         args.get("state_dir", ".state"),
     )

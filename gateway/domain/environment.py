@@ -1,0 +1,125 @@
+"""The process environment, read in one place: every setting costgate takes from it.
+
+One pydantic-settings class names each variable once. Secrets (`DATABASE_URL`, dashboard
+users, Ray's token) are `SecretStr`, so a settings object printed in a log or an error
+shows `**********`. It is read afresh on each call of `environment()`: the commands and
+the replicas call it at start, never per request, and tests change the variables
+between calls. The URLs a client uses to reach the gateway and the Ray dashboard are
+derived here too, with the one mapping from a bind address (0.0.0.0, ::) to an address
+a client can dial.
+
+Provider keys and static gateway keys are named by the YAML config (`api_key_env`,
+`static_key_envs`), so they are read by name through `secret_from_env`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:  # config reads provider keys through this module
+    from gateway.domain.config import Config
+
+# the checkout (or the installed tree's parent): default config and state dir live here
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_CONFIG = PROJECT_ROOT / "config" / "costgate.example.yaml"
+DEFAULT_STATE_DIR = PROJECT_ROOT / ".state"
+
+# addresses a server binds to that a client cannot dial
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+class Environment(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    # the ledger; unset means the embedded PostgreSQL under the state dir
+    database_url: SecretStr | None = Field(default=None, validation_alias="DATABASE_URL")
+    config_path: Path | None = Field(default=None, validation_alias="COSTGATE_CONFIG")
+    state_dir_override: Path | None = Field(default=None, validation_alias="COSTGATE_STATE_DIR")
+    # dashboard sign-ins: `name:role:hash,...` and/or a file of such lines
+    dashboard_users: SecretStr | None = Field(
+        default=None, validation_alias="COSTGATE_DASHBOARD_USERS"
+    )
+    dashboard_users_file: Path | None = Field(
+        default=None, validation_alias="COSTGATE_DASHBOARD_USERS_FILE"
+    )
+    dashboard_refresh_s: int = Field(
+        default=30, gt=0, validation_alias="COSTGATE_DASHBOARD_REFRESH_S"
+    )
+    # overrides for a dashboard that runs apart from the gateway (containers, k8s)
+    gateway_url_override: str | None = Field(default=None, validation_alias="COSTGATE_GATEWAY_URL")
+    ray_dashboard_url_override: str | None = Field(
+        default=None, validation_alias="COSTGATE_RAY_DASHBOARD_URL"
+    )
+    ray_dashboard_host: str | None = Field(
+        default=None, validation_alias="COSTGATE_RAY_DASHBOARD_HOST"
+    )
+    app_name: str | None = Field(default=None, validation_alias="COSTGATE_APP_NAME")
+    metrics_app_label: bool = Field(default=True, validation_alias="COSTGATE_METRICS_APP_LABEL")
+    # the key `costgate bench` and the demo traffic send
+    api_key: SecretStr | None = Field(default=None, validation_alias="COSTGATE_API_KEY")
+    # Ray's token auth: the token itself, or the file Ray keeps it in
+    ray_auth_token: SecretStr | None = Field(default=None, validation_alias="RAY_AUTH_TOKEN")
+    ray_auth_token_path: Path = Field(
+        default=Path.home() / ".ray" / "auth_token",
+        validation_alias=AliasChoices("RAY_AUTH_TOKEN_PATH"),
+    )
+
+    @property
+    def database_url_value(self) -> str | None:
+        return self.database_url.get_secret_value() if self.database_url else None
+
+    @property
+    def config_file(self) -> Path:
+        return self.config_path or EXAMPLE_CONFIG
+
+    @property
+    def state_dir(self) -> Path:
+        if self.state_dir_override:
+            return self.state_dir_override.expanduser().resolve()
+        return DEFAULT_STATE_DIR
+
+    def ray_token(self) -> str | None:
+        """The token Ray's dashboard wants: the variable, else Ray's own token file."""
+        if self.ray_auth_token is not None and self.ray_auth_token.get_secret_value().strip():
+            return self.ray_auth_token.get_secret_value().strip()
+        try:
+            return self.ray_auth_token_path.read_text().strip() or None
+        except OSError:
+            return None
+
+    def gateway_url(self, cfg: Config) -> str:
+        """Where a client on this machine reaches the gateway (no trailing slash)."""
+        if self.gateway_url_override:
+            return self.gateway_url_override.rstrip("/")
+        return _http_url(cfg.gateway.host, cfg.gateway.port)
+
+    def ray_dashboard_url(self, cfg: Config) -> str:
+        """Where a client on this machine reaches Ray's dashboard and Serve's REST API."""
+        if self.ray_dashboard_url_override:
+            return self.ray_dashboard_url_override.rstrip("/")
+        ray = cfg.gateway.ray
+        return _http_url(self.ray_dashboard_host or ray.dashboard_host, ray.dashboard_port)
+
+
+def environment() -> Environment:
+    return Environment()
+
+
+def client_host(bind_host: str) -> str:
+    """The address a client dials for a server bound to `bind_host`."""
+    return _WILDCARDS.get(bind_host, bind_host)
+
+
+def _http_url(bind_host: str, port: int) -> str:
+    host = client_host(bind_host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def secret_from_env(name: str) -> str | None:
+    """A secret the config names by its variable (provider keys, static gateway keys)."""
+    return os.environ.get(name) or None
