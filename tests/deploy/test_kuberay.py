@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway import cli_deploy
+from gateway.cli import deploy as cli_deploy
 from gateway.control.kuberay import CONFIG_PATH, STATE_DIR, manifests, render
 from gateway.control.serve_config import serve_config
 from gateway.domain.config import load_config

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from db.engine import make_engine
 from gateway.control.routing_update import apply_routing_settings
 from gateway.domain.routing_settings import RoutingSettings
-from tests.routing.live_gateway import RoutingGateway
+from tests.fixtures.live_gateway import RoutingGateway
 
 pytestmark = pytest.mark.ray
 

@@ -22,7 +22,7 @@ from gateway.control.routing_update import (
     read_live_routing,
 )
 from gateway.domain.routing_settings import RoutingError
-from tests.routing.live_gateway import BYSTANDER, RoutingGateway
+from tests.fixtures.live_gateway import BYSTANDER, RoutingGateway
 
 pytestmark = pytest.mark.ray
 

@@ -13,11 +13,11 @@ import ray
 
 from gateway.metrics.hub import HUB_NAMESPACE, hub_handle, hub_name
 from gateway.metrics.replica import ReplicaMetrics, render_metrics
-from tests.metrics.exposition_reader import total
-from tests.metrics.records import make_record
+from tests.fixtures.exposition_reader import total
+from tests.fixtures.metric_records import make_record
 
 APP = "metrics-hub-test"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.ray
 

@@ -20,7 +20,7 @@ from gateway.control.routing_update import (
 from gateway.domain.config import Config, load_config
 from gateway.domain.routing_settings import RoutingError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

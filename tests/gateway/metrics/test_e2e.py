@@ -17,8 +17,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from db.keys import create_key
-from tests.metrics.exposition_reader import total
-from tests.metrics.prometheus_server import prometheus_scraping
+from tests.fixtures.exposition_reader import total
+from tests.fixtures.prometheus_server import prometheus_scraping
 
 pytestmark = pytest.mark.ray
 

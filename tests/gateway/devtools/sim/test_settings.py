@@ -1,6 +1,6 @@
 import pytest
 
-from gateway.cli.sim import main as sim_main
+from gateway.devtools.sim.main import main as sim_main
 from gateway.devtools.sim.settings import parse_sim_settings, served_models
 from gateway.domain.config import ConfigError, load_config
 from tests.fixtures.sim import EXAMPLE_CONFIG

@@ -6,8 +6,8 @@ import pytest
 from gateway.domain.usage_record import RequestStatus, UsageSource
 from gateway.metrics.hub import HubState
 from gateway.metrics.replica import LocalHubClient, ReplicaMetrics, render_metrics
-from tests.metrics.exposition_reader import samples, total
-from tests.metrics.records import make_record
+from tests.fixtures.exposition_reader import samples, total
+from tests.fixtures.metric_records import make_record
 
 
 def _replica(hub: LocalHubClient, name: str = "r1", **kw) -> ReplicaMetrics:

@@ -10,7 +10,7 @@ from gateway.metrics.catalog import (
 )
 from gateway.metrics.exposition import render_totals
 from gateway.metrics.snapshot import SeriesStore, Totals, merge_totals
-from tests.metrics.exposition_reader import families, samples, total
+from tests.fixtures.exposition_reader import families, samples, total
 
 
 def _totals() -> Totals:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from gateway import record_writer
 from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
+from gateway.ledger import writer as record_writer
 from gateway.ledger.writer import COLUMNS, RecordWriter
 from tests.fixtures.database import DatabaseProxy
 
