@@ -1,6 +1,8 @@
 """Calls to upstream providers: one shared httpx.AsyncClient per replica.
 
-Every failure becomes an `UpstreamFailure` with a reason from a small vocabulary (the
+The wire format is the provider's adapter's (`gateway.providers.registry`): this module
+sends what the adapter builds, enforces each provider's timeouts, and turns every way a
+call can fail into an `UpstreamFailure` with a reason from a small vocabulary (the
 retry policy, the breaker, the ledger and the metrics all key on it). Provider keys go
 into the Authorization header and nowhere else: upstream error texts are scrubbed of them
 before they can reach a client or a log.
@@ -10,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import time
 from typing import Any
 
 import httpx
 
 from gateway.domain.config import Config, Model, Provider
+from gateway.providers.adapter import ChatReply, MalformedReply, ProviderAdapter
 from gateway.providers.aiohttp_transport import AiohttpTransport
+from gateway.providers.registry import adapter_for
 from gateway.routing.retry_policy import FailureReason, Verdict, classify, parse_retry_after
 
 
@@ -45,7 +48,7 @@ class UpstreamFailure(Exception):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class UpstreamReply:
-    body: dict[str, Any]
+    reply: ChatReply
     latency_ms: int
 
 
@@ -57,7 +60,10 @@ def _scrub(text: str, provider: Provider) -> str:
 
 
 def failure_from_status(
-    response: httpx.Response, content: bytes, provider: Provider
+    response: httpx.Response,
+    content: bytes,
+    provider: Provider,
+    adapter: ProviderAdapter | None = None,
 ) -> UpstreamFailure:
     status = response.status_code
     verdict = classify(status) or classify(500)
@@ -70,12 +76,8 @@ def failure_from_status(
     retry_after = parse_retry_after(response.headers.get("retry-after"))
     error_body = None
     if 400 <= status < 500 and status != 429:
-        try:
-            parsed = json.loads(_scrub(content.decode("utf-8", "replace"), provider))
-            if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-                error_body = {"error": parsed["error"]}
-        except ValueError:
-            pass
+        scrubbed = _scrub(content.decode("utf-8", "replace"), provider).encode()
+        error_body = (adapter or adapter_for(provider)).error_body(scrubbed)
     return UpstreamFailure(
         verdict, where, status=status, retry_after=retry_after, error_body=error_body
     )
@@ -116,24 +118,24 @@ class UpstreamClient:
             follow_redirects=False,
         )
 
-    def _request(self, model: Model, body: dict[str, Any]) -> tuple[Provider, httpx.Request]:
+    def _request(
+        self, model: Model, body: dict[str, Any]
+    ) -> tuple[Provider, ProviderAdapter, httpx.Request]:
         provider = self._cfg.provider(model.provider)
-        headers = {"content-type": "application/json", "accept": "application/json"}
-        key = provider.api_key()
-        if key:
-            headers["authorization"] = f"Bearer {key}"
+        adapter = adapter_for(provider)
+        wire = adapter.chat_request(provider, body, provider.api_key())
         t = provider.timeouts
         request = self._client.build_request(
             "POST",
-            provider.base_url.rstrip("/") + "/chat/completions",
-            content=json.dumps(body, separators=(",", ":")).encode(),
-            headers=headers,
+            wire.url,
+            content=wire.content,
+            headers=wire.headers,
             timeout=httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=t.connect),
         )
-        return provider, request
+        return provider, adapter, request
 
     async def complete(self, model: Model, body: dict[str, Any]) -> UpstreamReply:
-        provider, request = self._request(model, body)
+        provider, adapter, request = self._request(model, body)
         started = time.perf_counter()
         try:
             async with asyncio.timeout(provider.timeouts.total):
@@ -143,18 +145,16 @@ class UpstreamClient:
         latency_ms = int((time.perf_counter() - started) * 1000)
         content = response.content
         if response.status_code != 200:
-            raise failure_from_status(response, content, provider)
+            raise failure_from_status(response, content, provider, adapter)
         try:
-            parsed = json.loads(content)
-        except ValueError:
-            raise malformed(provider, "a body that is not JSON") from None
-        if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
-            raise malformed(provider, "no completion")
-        return UpstreamReply(body=parsed, latency_ms=latency_ms)
+            reply = adapter.parse_chat(content)
+        except MalformedReply as err:
+            raise malformed(provider, str(err)) from None
+        return UpstreamReply(reply=reply, latency_ms=latency_ms)
 
     async def open_stream(self, model: Model, body: dict[str, Any]) -> httpx.Response:
         """Send the request and return the response once its status says it streams."""
-        provider, request = self._request(model, body)
+        provider, adapter, request = self._request(model, body)
         try:
             async with asyncio.timeout(provider.timeouts.total):
                 response = await self._client.send(request, stream=True)
@@ -167,7 +167,7 @@ class UpstreamClient:
                 content = b""
             finally:
                 await response.aclose()
-            raise failure_from_status(response, content, provider)
+            raise failure_from_status(response, content, provider, adapter)
         return response
 
     async def aclose(self) -> None:

@@ -1,14 +1,12 @@
-"""Server-sent events of OpenAI's chat streams: framing and usage, no I/O.
+"""Server-sent events: the framing every streaming wire format shares, no I/O.
 
-An upstream stream is `data: <json>\\n\\n` events ending with `data: [DONE]`. The gateway
-rewrites each chunk's `model` to what the client asked for, keeps the usage chunk (sent
-because we always ask for it) and hides it from clients that did not ask, and counts the
-text it relayed so that a cancelled stream can be estimated.
+An upstream stream is `data: <payload>\\n\\n` events (OpenAI's end with `data: [DONE]`;
+Anthropic's name each event as well). What a payload means is the adapter's business
+(`gateway.providers.openai`); this module only cuts the bytes into events and writes them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -64,63 +62,3 @@ def encode_event(payload: dict[str, Any] | bytes) -> bytes:
         else json.dumps(payload, separators=(",", ":")).encode()
     )
     return b"data: " + data + b"\n\n"
-
-
-@dataclasses.dataclass(slots=True)
-class StreamTally:
-    """What the gateway learned from the chunks it relayed."""
-
-    usage: dict[str, Any] | None = None
-    text_parts: list[str] = dataclasses.field(default_factory=list)
-    chunks: int = 0
-    finished: bool = False  # saw [DONE] or a finish_reason
-
-    def text(self) -> str:
-        return "".join(self.text_parts)
-
-
-class MalformedChunk(ValueError):
-    pass
-
-
-def rewrite_chunk(
-    payload: bytes, *, public_model: str, tally: StreamTally, include_usage: bool
-) -> bytes | None:
-    """One upstream event in, the event for the client out (None: send nothing)."""
-    if payload.strip() == DONE:
-        tally.finished = True
-        return encode_event(DONE)
-    try:
-        chunk = json.loads(payload)
-    except ValueError as err:
-        raise MalformedChunk(f"an upstream stream chunk is not JSON: {err}") from None
-    if not isinstance(chunk, dict):
-        raise MalformedChunk("an upstream stream chunk is not a JSON object")
-    tally.chunks += 1
-    usage = chunk.get("usage")
-    if isinstance(usage, dict):
-        tally.usage = usage
-    choices = chunk.get("choices")
-    if isinstance(choices, list):
-        for choice in choices:
-            if not isinstance(choice, dict):
-                continue
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                content = delta.get("content")
-                if isinstance(content, str):
-                    tally.text_parts.append(content)
-                for call in delta.get("tool_calls") or ():
-                    fn = call.get("function") if isinstance(call, dict) else None
-                    if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
-                        tally.text_parts.append(fn["arguments"])
-            if choice.get("finish_reason"):
-                tally.finished = True
-    if not include_usage:
-        if choices == [] and usage is not None:
-            return None  # the usage chunk the client did not ask for
-        if "usage" in chunk:
-            chunk.pop("usage")
-    if "model" in chunk:
-        chunk["model"] = public_model
-    return encode_event(chunk)

@@ -8,13 +8,14 @@ This is plain asyncio with no Ray in it, so the same object serves the Serve ing
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import httpx
 from fastapi import Request
@@ -25,19 +26,24 @@ from gateway.domain.openai_errors import OpenAIError
 from gateway.domain.pricing import PriceCatalog
 from gateway.domain.routing_settings import RoutingSettings, parse_routing, routing_from_config
 from gateway.domain.usage_record import RequestStatus, UsageSource
+from gateway.providers.adapter import StreamParser
 from gateway.providers.client import (
     UpstreamClient,
     UpstreamFailure,
+    UpstreamReply,
     failure_from_exception,
     malformed,
 )
-from gateway.providers.sse import SSEDecoder, StreamTally
+from gateway.providers.registry import adapter_for
+from gateway.providers.sse import SSEDecoder
+from gateway.replica.attempts import run_attempts
 from gateway.replica.auth import KeyRing
 from gateway.replica.chat_request import parse_json_body, upstream_body, validate_chat_request
 from gateway.replica.exchange import AttemptHooks, Exchange, RecordSink, utcnow
+from gateway.replica.model_list import list_models
 from gateway.replica.record_builder import build_record
 from gateway.replica.stream_relay import relay, relay_response
-from gateway.replica.usage_accounting import Accounted, account, completion_text
+from gateway.replica.usage_accounting import Accounted, account
 from gateway.routing.circuit_breaker import BreakerBoard
 from gateway.routing.latency_tracker import LatencyTracker
 from gateway.routing.policy import (
@@ -50,14 +56,25 @@ from gateway.routing.policy import (
     plan_route,
 )
 from gateway.routing.rate_limits import RateLimiter
-from gateway.routing.retry_policy import FailureReason, NextStep, decide_next
 
 log = logging.getLogger("costgate.gateway")
+T = TypeVar("T")
 
 MODEL_HEADER = "x-costgate-model"
 PROVIDER_HEADER = "x-costgate-provider"
 # Serve sets its own x-request-id on every response, so ours has a name of its own
 REQUEST_ID_HEADER = "x-costgate-request-id"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpenedStream:
+    """A stream that answered 200 and whose first event arrived: from here on, bytes go
+    to the client and the attempt can no longer move to another model."""
+
+    response: httpx.Response
+    raw: AsyncIterator[bytes]
+    decoder: SSEDecoder
+    first: list[bytes]
 
 
 class GatewayService:
@@ -107,56 +124,7 @@ class GatewayService:
     # -- routes ---------------------------------------------------------------------------
 
     def list_models(self) -> dict[str, Any]:
-        created = 1_767_225_600  # 2026-01-01: OpenAI's list needs a number
-        data = []
-        for m in self.cfg.models:
-            entry: dict[str, Any] = {
-                "id": m.name,
-                "object": "model",
-                "created": created,
-                "owned_by": m.provider,
-            }
-            entry.update(self._price_info(m.name))
-            data.append(entry)
-        for name, alias in self.cfg.aliases.items():
-            weights = self.routing.weights_for(name, self.cfg)
-            data.append(
-                {
-                    "id": name,
-                    "object": "model",
-                    "created": created,
-                    "owned_by": "costgate",
-                    "costgate_alias": {
-                        "description": alias.description,
-                        "weights": {k: str(v) for k, v in weights.items()},
-                        "baseline": alias.baseline,
-                    },
-                }
-            )
-        return {"object": "list", "data": data}
-
-    def _price_info(self, model: str) -> dict[str, Any]:
-        version = self.catalog.version(model)
-        if version is None:
-            return {}
-
-        def rates(r: Any) -> dict[str, str | None]:
-            return {
-                name: None if getattr(r, name) is None else str(getattr(r, name))
-                for name in ("input", "cached_input", "cache_write", "output", "reasoning")
-            }
-
-        return {
-            "costgate_pricing": {
-                "unit": "per 1M tokens",
-                "list_usd": rates(version.list_rates),
-                "actual_usd": rates(version.billed_usd_per_mtok()),
-                "billing_currency": version.billing_currency,
-                "actual": rates(version.billed_rates),
-                "effective_from": version.effective_from.isoformat(),
-                "price_version_id": str(version.id),
-            }
-        }
+        return list_models(self.cfg, self.routing, self.catalog)
 
     async def chat(self, request: Request) -> Response:
         started, started_at = time.perf_counter(), utcnow()
@@ -236,95 +204,17 @@ class GatewayService:
 
     # -- the attempt loop -----------------------------------------------------------------
 
-    async def _attempts(self, ex: Exchange, call: Callable[[Model], Any]) -> Any:
-        """Try the plan's models in order, retrying each as the retry policy says."""
-        assert ex.plan is not None
-        models = ex.plan.models
-        retry = self.routing.retries
-        last: UpstreamFailure | None = None
-        for index, name in enumerate(models):
-            model = self.cfg.models_by_name[name]
-            breaker = self.breakers.get(model.provider, name)
-            on_model = 0
-            if ex.path and ex.path[-1] != name:
-                self.hooks.fallback(ex.path[-1], name)
-            while True:
-                if not breaker.allow():
-                    break  # open, or its one half-open probe is out: the next model
-                ex.attempts += 1
-                on_model += 1
-                ex.path.append(name)
-                ex.model = model
-                self.limits.record_request(name)
-                started = time.perf_counter()
-                try:
-                    result = await call(model)
-                except UpstreamFailure as failure:
-                    last = failure
-                    if failure.verdict.affects_health:
-                        breaker.record_failure()
-                    else:
-                        breaker.release()
-                    self.hooks.attempt(name, model.provider, failure.reason)
-                    self.hooks.breaker(model.provider, name, int(breaker.state))
-                    step = decide_next(
-                        failure.verdict,
-                        attempts_made=ex.attempts,
-                        attempts_on_model=on_model,
-                        models_left=len(models) - index - 1,
-                        retry_after=failure.retry_after,
-                        client_has_bytes=False,
-                        rng=self.rng,
-                        settings=retry,
-                    )
-                    if step.step is NextStep.RETRY_SAME:
-                        self.hooks.retry(name, model.provider, failure.reason)
-                        await asyncio.sleep(step.delay_s)
-                        continue
-                    if step.step is NextStep.NEXT_MODEL:
-                        break
-                    raise self._client_error(failure) from None
-                except BaseException:
-                    breaker.release()  # cancelled: neither a success nor the upstream's fault
-                    raise
-                breaker.record_success()
-                self.hooks.attempt(name, model.provider, "ok")
-                self.hooks.breaker(model.provider, name, int(breaker.state))
-                elapsed = time.perf_counter() - started
-                ex.upstream_ms = int(elapsed * 1000)
-                return result
-        if last is not None:
-            raise self._client_error(last)
-        raise OpenAIError(
-            503,
-            f"No upstream for {ex.requested!r} is available right now "
-            "(circuit breakers open); retry shortly.",
-            code="upstream_unavailable",
-            headers={"retry-after": "5"},
+    async def _attempts(self, ex: Exchange, call: Callable[[Model], Awaitable[T]]) -> T:
+        return await run_attempts(
+            ex,
+            call,
+            cfg=self.cfg,
+            retry=self.routing.retries,
+            breakers=self.breakers,
+            limits=self.limits,
+            hooks=self.hooks,
+            rng=self.rng,
         )
-
-    def _client_error(self, failure: UpstreamFailure) -> OpenAIError:
-        reason = failure.verdict.reason
-        if failure.error_body is not None and failure.status and 400 <= failure.status < 500:
-            err = failure.error_body["error"]
-            return OpenAIError(
-                failure.status,
-                str(err.get("message") or failure.message),
-                code=err.get("code") if isinstance(err.get("code"), str) else reason.value,
-                param=err.get("param") if isinstance(err.get("param"), str) else None,
-                type_=err.get("type") if isinstance(err.get("type"), str) else None,
-            )
-        if reason is FailureReason.RATE_LIMITED:
-            wait = max(1, int(failure.retry_after or 1))
-            return OpenAIError(
-                429,
-                f"Upstream rate limit: {failure.message}. Retry after {wait} s.",
-                code=reason.value,
-                headers={"retry-after": str(wait)},
-            )
-        if reason is FailureReason.TIMEOUT:
-            return OpenAIError(504, f"Upstream timed out: {failure.message}.", code=reason.value)
-        return OpenAIError(502, f"Upstream error: {failure.message}.", code=reason.value)
 
     # -- non-streaming --------------------------------------------------------------------
 
@@ -332,16 +222,16 @@ class GatewayService:
         assert ex.request is not None
         req = ex.request
 
-        async def call(model: Model) -> Any:
+        async def call(model: Model) -> UpstreamReply:
             return await self.upstream.complete(model, upstream_body(req, model.upstream_model))
 
-        reply = await self._attempts(ex, call)
+        reply = (await self._attempts(ex, call)).reply
         body = reply.body
         body["model"] = ex.requested
         accounted = account(
-            body.get("usage"),
+            reply.usage,
             messages=req.body.get("messages"),
-            completion=completion_text(body),
+            completion=reply.text,
             model=ex.model.upstream_model if ex.model else None,
         )
         self._finish(ex, RequestStatus.OK, 200, None, accounted)
@@ -353,7 +243,7 @@ class GatewayService:
         assert ex.request is not None
         req = ex.request
 
-        async def call(model: Model) -> tuple[httpx.Response, AsyncIterator[bytes], list[bytes]]:
+        async def call(model: Model) -> OpenedStream:
             response = await self.upstream.open_stream(
                 model, upstream_body(req, model.upstream_model)
             )
@@ -376,31 +266,33 @@ class GatewayService:
             except Exception as err:  # noqa: BLE001 - classified for the retry policy
                 await response.aclose()
                 raise failure_from_exception(err, provider) from None
-            response.extensions["costgate_decoder"] = decoder
-            return response, raw, first
+            return OpenedStream(response, raw, decoder, first)
 
-        response, raw, first = await self._attempts(ex, call)
+        opened = await self._attempts(ex, call)
+        response = opened.response
         assert ex.model is not None and ex.request is not None
         messages, upstream_model = ex.request.body.get("messages"), ex.model.upstream_model
 
         def on_end(
-            status: RequestStatus, http_status: int, error_class: str | None, tally: StreamTally
+            status: RequestStatus, http_status: int, error_class: str | None, parser: StreamParser
         ) -> None:
             self.hooks.inflight(-1)
             # usage the upstream reported is the whole stream's; without it (cancelled,
             # broken), what was relayed so far is counted and marked estimated
             accounted = account(
-                tally.usage, messages=messages, completion=tally.text(), model=upstream_model
+                parser.usage, messages=messages, completion=parser.text(), model=upstream_model
             )
             self._finish(ex, status, http_status, error_class, accounted)
 
+        provider = self.cfg.provider(ex.model.provider)
         stream = relay(
             ex,
             response,
-            raw,
-            response.extensions["costgate_decoder"],
-            first,
-            self.cfg.provider(ex.model.provider),
+            opened.raw,
+            opened.decoder,
+            opened.first,
+            adapter_for(provider).stream_parser(),
+            provider,
             on_end,
         )
         return relay_response(

@@ -1,9 +1,11 @@
 """Relaying an upstream SSE stream to the client, chunk by chunk, never buffered.
 
-The relay rewrites each chunk for the client (`gateway.providers.sse`), notes the time to the first
-token, and whatever way the stream ends (done, upstream failure, or the client going
-away, which arrives as a CancelledError at a `yield`) it reports the outcome once and
-closes the upstream response, without awaiting the database.
+The provider's stream parser (`gateway.providers.adapter.StreamParser`) turns each
+upstream event into OpenAI chat chunks; the relay rewrites them for the client (the
+model it asked for, usage only if it asked) and notes the time to the first token.
+Whatever way the stream ends (done, upstream failure, or the client going away, which
+arrives as a CancelledError at a `yield`) it reports the outcome once and closes the
+upstream response, without awaiting the database.
 """
 
 from __future__ import annotations
@@ -18,22 +20,16 @@ from fastapi.responses import StreamingResponse
 
 from gateway.domain.config import Provider
 from gateway.domain.usage_record import RequestStatus
+from gateway.providers.adapter import MalformedReply, StreamParser
 from gateway.providers.client import failure_from_exception
-from gateway.providers.sse import (
-    DONE,
-    MalformedChunk,
-    SSEDecoder,
-    StreamTally,
-    encode_event,
-    rewrite_chunk,
-)
+from gateway.providers.sse import DONE, SSEDecoder, encode_event
 from gateway.replica.exchange import Exchange
 from gateway.routing.retry_policy import FailureReason
 
 DRAIN_TIMEOUT_S = 1.0
 
-# status, http status, error class, tally: how the stream ended and what it carried
-Outcome = Callable[[RequestStatus, int, str | None, StreamTally], None]
+# status, http status, error class, parser: how the stream ended and what it carried
+Outcome = Callable[[RequestStatus, int, str | None, StreamParser], None]
 
 
 class RelayResponse(StreamingResponse):
@@ -72,6 +68,21 @@ async def _drain(raw: AsyncIterator[bytes]) -> None:
                 pass
 
 
+def client_chunk(chunk: dict[str, Any], *, public_model: str, include_usage: bool) -> bytes | None:
+    """One OpenAI chunk as the client gets it (None: send nothing).
+
+    Usage is always asked of the upstream, so that no stream is logged at $0; a client
+    that did not ask for it does not get it.
+    """
+    if not include_usage:
+        if chunk.get("choices") == [] and chunk.get("usage") is not None:
+            return None  # the usage chunk the client did not ask for
+        chunk.pop("usage", None)
+    if "model" in chunk:
+        chunk["model"] = public_model
+    return encode_event(chunk)
+
+
 def stream_error(message: str) -> bytes:
     """OpenAI's way to end a stream that already started: an error event."""
     return encode_event(
@@ -85,32 +96,38 @@ async def relay(
     raw: AsyncIterator[bytes],
     decoder: SSEDecoder,
     first: list[bytes],
+    parser: StreamParser,
     provider: Provider,
     on_end: Outcome,
 ) -> AsyncIterator[bytes]:
     assert ex.request is not None
     ex.relay_started = True
     include_usage = ex.request.include_usage
-    tally = StreamTally()
+    public_model = ex.requested
     status, http_status, error_class = RequestStatus.CANCELLED, 200, "client_disconnected"
     try:
         pending = first
         done = False
         while True:
             for payload in pending:
-                done = payload.strip() == DONE
+                chunks = parser.feed(payload)
+                done = parser.done
                 if done:
                     # the outcome is settled before the last event leaves: a client
                     # that hangs up right after [DONE] did not cancel anything
                     status, error_class = RequestStatus.OK, None
-                out = rewrite_chunk(
-                    payload, public_model=ex.requested, tally=tally, include_usage=include_usage
-                )
-                if out is not None:
+                for chunk in chunks:
+                    out = client_chunk(
+                        chunk, public_model=public_model, include_usage=include_usage
+                    )
+                    if out is not None:
+                        if ex.ttft_ms is None:
+                            ex.ttft_ms = ex.elapsed_ms()
+                        yield out
+                if done:
                     if ex.ttft_ms is None:
                         ex.ttft_ms = ex.elapsed_ms()
-                    yield out
-                if done:
+                    yield encode_event(DONE)
                     break
             if done:
                 await _drain(raw)
@@ -123,13 +140,13 @@ async def relay(
                     break
                 continue
             pending = list(decoder.feed(chunk))
-        if done or tally.finished:
+        if done or parser.finished:
             status, error_class = RequestStatus.OK, None
         else:
             status, http_status = RequestStatus.UPSTREAM_ERROR, 502
             error_class = FailureReason.RESET.value
             yield stream_error("the upstream stream ended early")
-    except MalformedChunk:
+    except MalformedReply:
         status, http_status = RequestStatus.UPSTREAM_ERROR, 502
         error_class = FailureReason.MALFORMED.value
         yield stream_error("the upstream sent a malformed chunk")
@@ -138,7 +155,7 @@ async def relay(
         status, http_status, error_class = RequestStatus.UPSTREAM_ERROR, 502, failure.reason
         yield stream_error(f"upstream stream failed: {failure.message}")
     finally:
-        on_end(status, http_status, error_class, tally)
+        on_end(status, http_status, error_class, parser)
         await response.aclose()
 
 

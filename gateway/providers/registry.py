@@ -1,0 +1,24 @@
+"""Which adapter speaks to a provider: one instance per wire format, keyed by
+`Provider.kind`. A new wire format is one more entry here (and one more `kind` value
+in `gateway.domain.config.Provider`)."""
+
+from __future__ import annotations
+
+from gateway.domain.config import Provider
+from gateway.providers.adapter import ProviderAdapter
+from gateway.providers.openai import OpenAIAdapter
+
+ADAPTERS: dict[str, ProviderAdapter] = {
+    OpenAIAdapter.kind: OpenAIAdapter(),
+}
+
+
+def adapter_for(provider: Provider) -> ProviderAdapter:
+    try:
+        return ADAPTERS[provider.kind]
+    except KeyError:
+        # config validation admits only known kinds; this guards a config built in code
+        raise ValueError(
+            f"provider {provider.name!r}: no adapter for kind {provider.kind!r} "
+            f"(known: {', '.join(sorted(ADAPTERS))})"
+        ) from None
