@@ -28,12 +28,15 @@ Handler = Callable[[httpx.Request], httpx.Response]
 class Chunks(httpx.AsyncByteStream):
     """A response body that arrives in pieces, like a network read would deliver it."""
 
-    def __init__(self, parts: list[bytes]) -> None:
+    def __init__(self, parts: list[bytes], *, fail: bool = False) -> None:
         self.parts = parts
+        self.fail = fail  # the connection breaks after the parts
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         for part in self.parts:
             yield part
+        if self.fail:
+            raise httpx.ReadError("connection reset by peer")
 
 
 def completion(text: str = "Hello!", usage: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -250,16 +253,23 @@ async def test_a_malformed_chunk_ends_the_stream_and_is_recorded(harness_for):
     assert record.error_class == "malformed"
 
 
-async def test_an_empty_stream_moves_on_before_any_byte_reaches_the_client(harness_for):
-    answers = iter([httpx.Response(200, stream=Chunks([])),
+async def test_an_empty_stream_is_a_502_malformed_and_not_billed_twice(harness_for):
+    h = harness_for(lambda _: httpx.Response(200, stream=Chunks([])))
+    resp = await h.chat({"model": "gpt-4.1", "messages": MESSAGES, "stream": True})
+    assert resp.status_code == 502 and resp.json()["error"]["code"] == "malformed"
+    assert len(h.seen) == 1  # a broken answer is not asked for again
+    [record] = h.records
+    assert record.status is RequestStatus.UPSTREAM_ERROR and record.error_class == "malformed"
+
+
+async def test_a_reset_before_the_first_event_is_retried_unseen_by_the_client(harness_for):
+    answers = iter([httpx.Response(200, stream=Chunks([], fail=True)),
                     httpx.Response(200, stream=Chunks(sse(delta("x", "stop"), "[DONE]")))])
     h = harness_for(lambda _: next(answers))
-    resp = await h.chat({"model": "gpt-4.1", "messages": MESSAGES, "stream": True})
+    resp = await h.chat({"model": "gpt-4.1", "messages": MESSAGES, "stream": True}, **PINNED)
     assert resp.status_code == 200 and resp.text.endswith("data: [DONE]\n\n")
-    assert resp.headers["x-costgate-model"] == "relay-gpt-4.1"
     [record] = h.records
-    assert record.fallback_path == ("gpt-4.1", "relay-gpt-4.1")
-    assert record.status is RequestStatus.OK
+    assert record.attempts == 2 and record.status is RequestStatus.OK
 
 
 async def test_bad_input_is_refused_before_any_upstream_call(harness_for):
