@@ -16,13 +16,33 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-if TYPE_CHECKING:  # config reads provider keys through this module
-    from gateway.domain.config import Config
+
+# What the URLs are derived from: the config's `gateway:` section (Config fits these
+# structurally; config.py imports this module for its defaults, so not the other way).
+class _RayAddress(Protocol):
+    @property
+    def dashboard_host(self) -> str: ...
+    @property
+    def dashboard_port(self) -> int: ...
+
+
+class _GatewayAddress(Protocol):
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def ray(self) -> _RayAddress: ...
+
+
+class Configured(Protocol):
+    @property
+    def gateway(self) -> _GatewayAddress: ...
 
 # the checkout (or the installed tree's parent): default config and state dir live here
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -92,13 +112,13 @@ class Environment(BaseSettings):
         except OSError:
             return None
 
-    def gateway_url(self, cfg: Config) -> str:
+    def gateway_url(self, cfg: Configured) -> str:
         """Where a client on this machine reaches the gateway (no trailing slash)."""
         if self.gateway_url_override:
             return self.gateway_url_override.rstrip("/")
         return _http_url(cfg.gateway.host, cfg.gateway.port)
 
-    def ray_dashboard_url(self, cfg: Config) -> str:
+    def ray_dashboard_url(self, cfg: Configured) -> str:
         """Where a client on this machine reaches Ray's dashboard and Serve's REST API."""
         if self.ray_dashboard_url_override:
             return self.ray_dashboard_url_override.rstrip("/")
