@@ -4,4 +4,6 @@ pytest_plugins = [
     "tests.fixtures.database",
     "tests.fixtures.sim",
     "tests.fixtures.gateway",
+    # the real Ray Serve gateway the routing and control tests share
+    "tests.fixtures.live_gateway",
 ]

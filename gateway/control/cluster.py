@@ -6,7 +6,8 @@ own temp dir, and `down` stops exactly the processes under that temp dir, after 
 has shut the replicas down gracefully (they flush their ledger buffers then).
 
 Everything talks to Ray through its dashboard's REST API, the same one `serve deploy`
-and KubeRay use; with Ray's token auth on, the token goes in every call.
+and KubeRay use, with the one client of it (`gateway.control.serve_admin`): with Ray's
+token auth on, the token goes in every call.
 """
 
 from __future__ import annotations
@@ -26,25 +27,21 @@ from typing import Any
 import httpx
 import psutil
 
+from gateway.control.declarative import RoutingUpdateError, live_routing
+from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.control.serve_config import serve_config
 from gateway.domain.config import Config
 from gateway.domain.environment import environment
 from gateway.domain.routing_settings import RoutingError, RoutingSettings
 
 CLUSTER_MARKER_ENV = "COSTGATE_RAY_TEMP_DIR"
+# Serve's REST calls: a status read is quick; a deploy or a delete waits for the controller
+GET_TIMEOUT_S = 10.0
+DEPLOY_TIMEOUT_S = 60.0
 
 
 class ClusterError(RuntimeError):
     pass
-
-
-def ray_token() -> str | None:
-    return environment().ray_token()
-
-
-def dashboard_headers() -> dict[str, str]:
-    token = ray_token()
-    return {"authorization": f"Bearer {token}"} if token else {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,18 +72,25 @@ def gateway_url(cfg: Config) -> str:
     return environment().gateway_url(cfg)
 
 
-def _dashboard_up(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/api/version", timeout=2, headers=dashboard_headers()).is_success
-    except httpx.HTTPError:
-        return False
-
-
 def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
     """Start a Ray head unless one answers on the dashboard port; True if we started it."""
     url = dashboard_url(cfg)
-    if _dashboard_up(url):
-        return False
+    with ServeAdmin(url) as admin:
+        if admin.is_up():
+            return False
+        _ray_start(cfg, paths, env)
+        paths.record.write_text(
+            json.dumps({"temp_dir": str(paths.temp_dir), "dashboard": url, "started_by_us": True})
+        )
+        deadline = time.monotonic() + 60
+        while not admin.is_up():
+            if time.monotonic() > deadline:
+                raise ClusterError(f"Ray's dashboard did not answer at {url}")
+            time.sleep(0.5)
+    return True
+
+
+def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
     r = cfg.gateway.ray
     paths.state_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -144,57 +148,39 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
         raise ClusterError(f"ray start failed:\n{tail}")
-    paths.record.write_text(
-        json.dumps({"temp_dir": str(paths.temp_dir), "dashboard": url, "started_by_us": True})
-    )
-    deadline = time.monotonic() + 60
-    while not _dashboard_up(url):
-        if time.monotonic() > deadline:
-            raise ClusterError(f"Ray's dashboard did not answer at {url}")
-        time.sleep(0.5)
-    return True
-
-
-def _applications(url: str) -> dict[str, Any]:
-    resp = httpx.get(f"{url}/api/serve/applications/", timeout=10, headers=dashboard_headers())
-    resp.raise_for_status()
-    return resp.json()
-
-
-def put_applications(url: str, config: dict[str, Any]) -> None:
-    resp = httpx.put(
-        f"{url}/api/serve/applications/",
-        json=config,
-        timeout=60,
-        headers=dashboard_headers(),
-    )
-    if not resp.is_success:
-        # the last lines of a traceback say what went wrong
-        raise ClusterError(f"deploy refused by Ray ({resp.status_code}): {resp.text[-1500:]}")
 
 
 def deploy(cfg: Config, *, config_path: Path, state_dir: Path) -> dict[str, Any]:
     """PUT our application, keeping every other application of the cluster as it is."""
-    url = dashboard_url(cfg)
-    current = _applications(url)
-    ours = serve_config(
-        cfg, config_path=config_path, state_dir=state_dir, routing=_live_routing(current, cfg)
-    )
-    running = (current.get("applications") or {}).values()
-    others = [
-        app["deployed_app_config"]
-        for app in running
-        if app.get("deployed_app_config") and app.get("name") != cfg.gateway.app_name
-    ]
-    ours["applications"] = others + ours["applications"]
-    put_applications(url, ours)
+    with ServeAdmin(dashboard_url(cfg)) as admin:
+        try:
+            current = admin.instance(timeout_s=GET_TIMEOUT_S)
+        except ServeAdminError as err:
+            raise ClusterError(str(err)) from None
+        ours = serve_config(
+            cfg, config_path=config_path, state_dir=state_dir, routing=_live_routing(current, cfg)
+        )
+        running = (current.get("applications") or {}).values()
+        others = [
+            app["deployed_app_config"]
+            for app in running
+            if app.get("deployed_app_config") and app.get("name") != cfg.gateway.app_name
+        ]
+        ours["applications"] = others + ours["applications"]
+        try:
+            admin.put(ours, timeout_s=DEPLOY_TIMEOUT_S)
+        except ServeAdminError as err:
+            if err.status_code is None:
+                raise ClusterError(str(err)) from None
+            # the last lines of a traceback say what went wrong
+            raise ClusterError(
+                f"deploy refused by Ray ({err.status_code}): {err.body[-1500:]}"
+            ) from None
     return ours
 
 
 def _live_routing(instance: dict[str, Any], cfg: Config) -> RoutingSettings | None:
     """The weights ops set live, if the app runs: a redeploy must not revert them."""
-    from gateway.control.routing_update import RoutingUpdateError, live_routing
-
     if cfg.gateway.app_name not in (instance.get("applications") or {}):
         return None
     try:
@@ -206,42 +192,45 @@ def _live_routing(instance: dict[str, Any], cfg: Config) -> RoutingSettings | No
 def wait_ready(cfg: Config, timeout_s: float = 180.0) -> float:
     """Wait until the app is RUNNING and /readyz answers; return the seconds it took."""
     started = time.monotonic()
-    url = dashboard_url(cfg)
     name = cfg.gateway.app_name
     status = "unknown"
     message = ""
-    while time.monotonic() - started < timeout_s:
-        try:
-            app = (_applications(url).get("applications") or {}).get(name) or {}
-            status = app.get("status", "missing")
-            message = app.get("message", "")
-            if status == "DEPLOY_FAILED":
-                raise ClusterError(f"the gateway failed to deploy: {message[-2000:]}")
-            if status == "RUNNING":
-                ready = httpx.get(f"{gateway_url(cfg)}/readyz", timeout=5)
-                if ready.status_code == 200:
-                    return time.monotonic() - started
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
+    with ServeAdmin(dashboard_url(cfg)) as admin:
+        while time.monotonic() - started < timeout_s:
+            try:
+                apps = admin.instance(timeout_s=GET_TIMEOUT_S).get("applications") or {}
+                app = apps.get(name) or {}
+                status = app.get("status", "missing")
+                message = app.get("message", "")
+                if status == "DEPLOY_FAILED":
+                    raise ClusterError(f"the gateway failed to deploy: {message[-2000:]}")
+                if status == "RUNNING":
+                    ready = httpx.get(f"{gateway_url(cfg)}/readyz", timeout=5)
+                    if ready.status_code == 200:
+                        return time.monotonic() - started
+            except (ServeAdminError, httpx.HTTPError):
+                pass
+            time.sleep(0.5)
     raise ClusterError(f"the gateway was not ready after {timeout_s:.0f} s ({status}): {message}")
 
 
 def shutdown_serve(cfg: Config, timeout_s: float = 60.0) -> None:
     """Delete every Serve application and wait: replicas drain and flush on the way out."""
-    url = dashboard_url(cfg)
-    if not _dashboard_up(url):
-        return
-    httpx.delete(f"{url}/api/serve/applications/", timeout=60, headers=dashboard_headers())
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            apps = _applications(url).get("applications") or {}
-        except httpx.HTTPError:
+    with ServeAdmin(dashboard_url(cfg)) as admin:
+        if not admin.is_up():
             return
-        if not apps:
-            return
-        time.sleep(0.5)
+        # a refused DELETE leaves the apps running: the wait below then runs out
+        with contextlib.suppress(ServeAdminError):
+            admin.delete_applications(timeout_s=DEPLOY_TIMEOUT_S)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                apps = admin.instance(timeout_s=GET_TIMEOUT_S).get("applications") or {}
+            except ServeAdminError:
+                return
+            if not apps:
+                return
+            time.sleep(0.5)
 
 
 def cluster_processes(temp_dir: Path) -> list[psutil.Process]:

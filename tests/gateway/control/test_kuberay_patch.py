@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.control.routing_update import (
+from gateway.control.declarative import (
     RoutingUpdateError,
     rayservice_json_patch,
     serve_config_change,

@@ -1,7 +1,7 @@
 """Live routing changes on a real Ray Serve gateway (2 replicas, the sim upstream, PostgreSQL).
 
-The gateway (tests/routing/conftest.py) runs with Ray's token auth on, next to a second
-Serve application (a bystander) that every change must leave running.
+The gateway (tests/fixtures/live_gateway.py) runs with Ray's token auth on, next to a
+second Serve application (a bystander) that every change must leave running.
 """
 
 from __future__ import annotations
@@ -15,12 +15,8 @@ import httpx
 import pytest
 
 from db.routing_audit import list_routing_changes
-from gateway.control.routing_update import (
-    RoutingUpdateError,
-    ServeAdmin,
-    apply_routing_change,
-    read_live_routing,
-)
+from gateway.control.routing_update import apply_routing_change, read_live_routing
+from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.domain.routing_settings import RoutingError
 from tests.fixtures.live_gateway import BYSTANDER, RoutingGateway
 
@@ -45,8 +41,8 @@ def set_auto(gw: RoutingGateway, weights: dict[str, str], note: str) -> None:
 
 def test_dashboard_calls_without_the_token_are_refused(routing_gateway) -> None:
     with (
-        ServeAdmin(routing_gateway.dashboard_url, headers={}) as admin,
-        pytest.raises(RoutingUpdateError, match="refused our credentials"),
+        ServeAdmin(routing_gateway.dashboard_url, token=None) as admin,
+        pytest.raises(ServeAdminError, match="refused our credentials"),
     ):
         admin.instance()
 

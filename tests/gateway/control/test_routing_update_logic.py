@@ -2,8 +2,8 @@
 
 What it proves without a cluster: every application is PUT back, only the ingress's
 user_config changes, bad weights never leave the process, a concurrent writer is
-detected, and refused credentials say so. tests/routing/test_live_update.py runs the
-same path against a real Ray Serve gateway.
+detected, and refused credentials say so. tests/gateway/control/test_live_update.py
+runs the same path against a real Ray Serve gateway.
 """
 
 from __future__ import annotations
@@ -16,17 +16,16 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.control.routing_update import (
-    RoutingConflict,
+from gateway.control.declarative import (
     RoutingUpdateError,
-    ServeAdmin,
-    apply_routing_settings,
     declarative_config,
     ingress_deployment,
     live_routing,
     rollout_state,
     with_user_config,
 )
+from gateway.control.routing_update import RoutingConflict, apply_routing_settings
+from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.domain.config import Config, default_config_path, load_config
 from gateway.domain.routing_settings import RoutingError, routing_from_config
 
@@ -111,9 +110,9 @@ class FakeDashboard:
                 ]
         return httpx.Response(200)
 
-    def admin(self, headers: dict[str, str] | None = None) -> ServeAdmin:
+    def admin(self, token: str | None = None) -> ServeAdmin:
         return ServeAdmin(
-            "http://dashboard", headers=headers or {}, transport=httpx.MockTransport(self.handler)
+            "http://dashboard", token=token, transport=httpx.MockTransport(self.handler)
         )
 
 
@@ -216,11 +215,15 @@ def test_a_writer_in_between_is_detected_and_nothing_is_sent(cfg, monkeypatch) -
     assert fake.puts == []
 
 
-def test_refused_credentials_say_so(cfg) -> None:
+def test_refused_credentials_say_so(cfg, monkeypatch) -> None:
     fake = FakeDashboard(instance(cfg), token="s3cret")
-    with pytest.raises(RoutingUpdateError, match="refused our credentials"):
+    with pytest.raises(ServeAdminError, match="refused our credentials"):
         fake.admin().instance()
-    assert fake.admin({"authorization": "Bearer s3cret"}).instance()["applications"]
+    assert fake.admin("s3cret").instance()["applications"]
+    # the update path says the same, as its own error
+    with pytest.raises(RoutingUpdateError, match="refused our credentials"):
+        apply(fake, set_auto({"deepseek-v3.2": Decimal(1)}), cfg, monkeypatch)
+    assert fake.puts == []
 
 
 def test_an_imperatively_deployed_app_stops_the_change(cfg) -> None:

@@ -1,0 +1,179 @@
+"""The one client of Serve's REST API on the Ray dashboard (`/api/serve/applications/`).
+
+`costgate up|down` (deploy, wait, shut down) and the live routing update make the same
+calls `serve deploy` and KubeRay make, so they share this client: one place that knows
+the paths, sends Ray's auth token (`Authorization: Bearer`, from the environment, read
+again on every request since `ray start` may write it after the client was made), and
+turns a failed call into a `ServeAdminError` that says what was being done and never
+carries the token. Callers word the error for their own command.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Generator
+from typing import Any
+
+import httpx
+
+from gateway.domain.environment import environment
+
+APPLICATIONS_PATH = "/api/serve/applications/"
+VERSION_PATH = "/api/version"
+_REDACTED = "[token]"
+
+
+class ServeAdminError(RuntimeError):
+    """A call to Serve's REST API failed; `status_code` is None when no answer came.
+
+    `body` is the answer's text (token-free), for callers that show more of it.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None, body: str = "") -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
+
+
+class _FromEnvironment(enum.Enum):
+    TOKEN = "the token from the environment"
+
+
+FROM_ENVIRONMENT = _FromEnvironment.TOKEN
+
+
+class _BearerToken(httpx.Auth):
+    """`Authorization: Bearer <token>` on every request when there is a token."""
+
+    def __init__(self, token: Callable[[], str | None]) -> None:
+        self._token = token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        token = self._token()
+        if token:
+            request.headers["Authorization"] = f"Bearer {token}"
+        yield request
+
+
+class ServeAdmin:
+    """Serve's REST API at one Ray dashboard: up check, GET, PUT and DELETE of the apps.
+
+    `token` defaults to Ray's token as the environment gives it (`RAY_AUTH_TOKEN`, else
+    Ray's token file); None sends no token. `timeout_s` applies to every call that does
+    not pass its own.
+    """
+
+    def __init__(
+        self,
+        dashboard_url: str,
+        *,
+        token: str | None | _FromEnvironment = FROM_ENVIRONMENT,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._fixed_token = token
+        self._client = httpx.Client(
+            base_url=dashboard_url.rstrip("/"),
+            auth=_BearerToken(self._token),
+            transport=transport,
+            timeout=timeout_s,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> ServeAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def is_up(self, *, timeout_s: float = 2.0) -> bool:
+        """Whether the dashboard answers `GET /api/version` with a success."""
+        try:
+            return self._client.get(VERSION_PATH, timeout=timeout_s).is_success
+        except httpx.HTTPError:
+            return False
+
+    def instance(self, *, timeout_s: float | None = None) -> dict[str, Any]:
+        """Every Serve application with its status and declarative config, as Serve has them."""
+        resp = self._send(
+            "GET",
+            APPLICATIONS_PATH,
+            timeout_s,
+            doing="reading the Serve applications",
+            unreachable=f"cannot reach the Ray dashboard at {self._client.base_url}",
+        )
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise ServeAdminError(
+                f"reading the Serve applications: the Ray dashboard at {self._client.base_url} "
+                "answered with something other than a JSON object",
+                status_code=resp.status_code,
+                body=self._redact(resp.text),
+            )
+        return body
+
+    def put(self, config: dict[str, Any], *, timeout_s: float | None = None) -> None:
+        """Deploy `config` declaratively; it replaces the whole config (left out = deleted)."""
+        self._send(
+            "PUT",
+            APPLICATIONS_PATH,
+            timeout_s,
+            json=config,
+            doing="sending the new Serve config",
+            unreachable="sending the new Serve config failed",
+        )
+
+    def delete_applications(self, *, timeout_s: float | None = None) -> None:
+        """Delete every Serve application: the replicas drain and shut down gracefully."""
+        self._send(
+            "DELETE",
+            APPLICATIONS_PATH,
+            timeout_s,
+            doing="deleting the Serve applications",
+            unreachable=f"cannot reach the Ray dashboard at {self._client.base_url}",
+        )
+
+    def _token(self) -> str | None:
+        if isinstance(self._fixed_token, _FromEnvironment):
+            return environment().ray_token()
+        return self._fixed_token
+
+    def _redact(self, text: str) -> str:
+        token = self._token()
+        return text.replace(token, _REDACTED) if token else text
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        timeout_s: float | None,
+        *,
+        doing: str,
+        unreachable: str,
+        json: dict[str, Any] | None = None,
+    ) -> httpx.Response:
+        timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s
+        try:
+            resp = self._client.request(method, path, json=json, timeout=timeout)
+        except httpx.HTTPError as err:
+            raise ServeAdminError(self._redact(f"{unreachable}: {err}")) from None
+        if resp.status_code in (401, 403):
+            raise ServeAdminError(
+                f"{doing}: the Ray dashboard refused our credentials (HTTP {resp.status_code}); "
+                "set RAY_AUTH_TOKEN or check ~/.ray/auth_token",
+                status_code=resp.status_code,
+                body=self._redact(resp.text),
+            )
+        if not resp.is_success:
+            body = self._redact(resp.text)
+            raise ServeAdminError(
+                f"{doing}: HTTP {resp.status_code}: {body[:500]}",
+                status_code=resp.status_code,
+                body=body,
+            )
+        return resp
