@@ -1,10 +1,10 @@
 """Every SQL statement the dashboard runs, through SQLAlchemy, cached with a TTL.
 
 Aggregation happens in PostgreSQL (GROUP BY over an indexed time range, NUMERIC sums),
-so pages receive small frames however large the ledger is: the cube and latency
-histograms (see `dashboard.aggregations`), one page of the request log. Closed days come
-from the in-process daily rollup (`dashboard.rollup`); today, and hourly views of short
-ranges, straight from the ledger.
+so pages receive small frames however large the ledger is: the cube (see
+`dashboard.cube`) and latency histograms (see `dashboard.latency`), one page of the
+request log. Closed days come from the in-process daily rollup (`dashboard.rollup`);
+today, and hourly views of short ranges, straight from the ledger.
 Results are cached for `CACHE_TTL_S` seconds per (database, filters); the pages refresh
 on a timer, so a new row shows up within that time.
 """
@@ -20,9 +20,9 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine, text
 
-from dashboard import aggregations as agg
-from dashboard.aggregations import normalize_cube
+from dashboard.cube import empty_cube, normalize_cube, select
 from dashboard.filters import DEFAULT_DAYS, Filters
+from dashboard.latency import BINS_PER_LN, empty_histogram, normalize_histogram
 from dashboard.rollup import DayStore, LedgerRollup
 from db.embedded import state_dir
 from db.engine import make_engine
@@ -145,9 +145,9 @@ def _ledger_histogram(
     url: str | Engine, filters: Filters, start: dt.datetime, end: dt.datetime, grain: str
 ) -> pd.DataFrame:
     where, params = where_clause(filters, start, end)
-    params |= {"grain": grain, "bins_per_ln": agg.BINS_PER_LN}
+    params |= {"grain": grain, "bins_per_ln": BINS_PER_LN}
     sql = _HISTOGRAM_SQL.format(where=where)
-    return agg.normalize_histogram(_frame(url, sql, params, hash_groups=True))
+    return normalize_histogram(_frame(url, sql, params, hash_groups=True))
 
 
 @st.cache_resource(show_spinner=False)
@@ -220,11 +220,9 @@ def _period(
     dims = dict(
         apps=filters.apps, teams=filters.teams, models=filters.models, providers=filters.providers
     )
-    cube = pd.concat([c for c in cubes if len(c)] or [agg.empty_cube()], ignore_index=True)
-    hist = pd.concat([h for h in hists if len(h)] or [agg.empty_histogram()], ignore_index=True)
-    return agg.select(cube, **dims).reset_index(drop=True), agg.select(hist, **dims).reset_index(
-        drop=True
-    )
+    cube = pd.concat([c for c in cubes if len(c)] or [empty_cube()], ignore_index=True)
+    hist = pd.concat([h for h in hists if len(h)] or [empty_histogram()], ignore_index=True)
+    return select(cube, **dims).reset_index(drop=True), select(hist, **dims).reset_index(drop=True)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

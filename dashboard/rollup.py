@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dashboard.aggregations import empty_cube, empty_histogram
+from dashboard.cube import empty_cube
+from dashboard.latency import empty_histogram
 
 CLOSED_DAY_TTL_S = 600.0
 log = logging.getLogger(__name__)
@@ -156,8 +157,7 @@ class LedgerRollup:
     def _restore(self, days: list[dt.date]) -> None:
         """Take the stored days whose row count the ledger still has."""
         assert self._store is not None and self._count is not None
-        saved = {d: self._store.load(d) for d in days}
-        saved = {d: v for d, v in saved.items() if v is not None}
+        saved = {d: v for d in days if (v := self._store.load(d)) is not None}
         if not saved:
             return
         counts = self._count(_midnight(min(saved)), _midnight(max(saved) + dt.timedelta(days=1)))

@@ -6,7 +6,6 @@ from decimal import Decimal
 
 import streamlit as st
 
-from dashboard.aggregations import Totals
 from dashboard.components.formatting import (
     format_count,
     format_ms,
@@ -15,6 +14,7 @@ from dashboard.components.formatting import (
     format_usd,
     relative_change,
 )
+from dashboard.spend import Totals
 
 
 def overview_tiles(

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import aggregations as agg
 from dashboard import queries
 from dashboard.components.page import ledger_is_empty, no_match, start_page
 from dashboard.components.tables import show_table
+from dashboard.spend import export_frame
 
 ctx = start_page("Export")
 
 if not ledger_is_empty(ctx):
-    frame = agg.export_frame(queries.cube(ctx.url, ctx.filters))
+    frame = export_frame(queries.cube(ctx.url, ctx.filters))
     if frame.empty:
         no_match()
     else:

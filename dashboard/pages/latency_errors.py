@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import aggregations as agg
 from dashboard import queries
 from dashboard.components.charts import time_chart
 from dashboard.components.markers import routing_markers
 from dashboard.components.page import ledger_is_empty, no_match, refreshing, start_page
+from dashboard.failures import error_rates, errors_by_class
+from dashboard.latency import latency_series, latency_table
+from dashboard.spend import over_time, totals
 
 ctx = start_page("Latency & errors")
 
@@ -18,7 +20,7 @@ def body() -> None:
         return
     f = ctx.filters
     cube = queries.cube(ctx.url, f)
-    if agg.totals(cube).requests == 0:
+    if totals(cube).requests == 0:
         no_match()
         return
     markers = routing_markers(ctx.url, ctx.settings.app_name, f)
@@ -29,7 +31,7 @@ def body() -> None:
         "Percentiles are read from ~3%-wide histogram bins, as Prometheus does."
     )
     hist = queries.histogram(ctx.url, f)
-    table = agg.latency_table(hist).round(0)
+    table = latency_table(hist).round(0)
     st.dataframe(
         table,
         hide_index=True,
@@ -43,7 +45,7 @@ def body() -> None:
         },
     )
     freq = "h" if f.grain == "hour" else "D"
-    latency = agg.latency_series(hist, freq)
+    latency = latency_series(hist, freq)
     if len(latency):
         st.plotly_chart(
             time_chart(
@@ -57,8 +59,8 @@ def body() -> None:
             width="stretch",
         )
 
-    throughput = agg.over_time(cube.assign(errors=0), freq)
-    errors = agg.over_time(cube[cube["status"] != "ok"], freq)
+    throughput = over_time(cube.assign(errors=0), freq)
+    errors = over_time(cube[cube["status"] != "ok"], freq)
     throughput = throughput.merge(
         errors[["period", "requests"]].rename(columns={"requests": "failed"})
         if len(errors)
@@ -82,7 +84,7 @@ def body() -> None:
     with left:
         st.subheader("Error rate by provider")
         st.dataframe(
-            agg.error_rates(cube, "provider"),
+            error_rates(cube, "provider"),
             hide_index=True,
             width="stretch",
             column_config={
@@ -91,7 +93,7 @@ def body() -> None:
         )
     with right:
         st.subheader("Failures by error class and provider")
-        st.dataframe(agg.errors_by_class(cube), hide_index=True, width="stretch")
+        st.dataframe(errors_by_class(cube), hide_index=True, width="stretch")
 
 
 refreshing(body, ctx.settings)

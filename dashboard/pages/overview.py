@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import aggregations as agg
 from dashboard import queries
 from dashboard.components.charts import time_chart
 from dashboard.components.kpis import overview_tiles
 from dashboard.components.markers import routing_markers
 from dashboard.components.page import ledger_is_empty, refreshing, start_page
+from dashboard.cube import between
+from dashboard.latency import latency_quantile
+from dashboard.spend import over_time, totals
 
 ctx = start_page("Overview")
 
@@ -19,20 +21,20 @@ def body() -> None:
         return
     f = ctx.filters
     both = queries.cube_with_previous(ctx.url, f)
-    now = agg.totals(agg.between(both, f.start_at, f.end_at))
-    before = agg.totals(agg.between(both, f.previous.start_at, f.previous.end_at))
+    now = totals(between(both, f.start_at, f.end_at))
+    before = totals(between(both, f.previous.start_at, f.previous.end_at))
     hist = queries.histogram(ctx.url, f, f.previous.start_at, f.end_at)
     overview_tiles(
         now,
         before,
-        agg.latency_quantile(agg.between(hist, f.start_at, f.end_at), 0.95),
-        agg.latency_quantile(agg.between(hist, f.previous.start_at, f.previous.end_at), 0.95),
+        latency_quantile(between(hist, f.start_at, f.end_at), 0.95),
+        latency_quantile(between(hist, f.previous.start_at, f.previous.end_at), 0.95),
     )
     if now.requests == 0:
         st.info("No requests match these filters in this period.")
         return
     freq = "h" if f.grain == "hour" else "D"
-    series = agg.over_time(agg.between(both, f.start_at, f.end_at), freq)
+    series = over_time(between(both, f.start_at, f.end_at), freq)
     markers = routing_markers(ctx.url, ctx.settings.app_name, f)
     left, right = st.columns(2)
     left.plotly_chart(

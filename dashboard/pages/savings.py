@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import aggregations as agg
 from dashboard import queries
 from dashboard.components.charts import stacked_by, time_chart
 from dashboard.components.formatting import format_pct, format_usd
 from dashboard.components.markers import routing_markers
 from dashboard.components.page import ledger_is_empty, no_match, refreshing, start_page
 from dashboard.components.tables import show_table
+from dashboard.spend import breakdown, comparison_table, over_time, totals
 
 ctx = start_page("Savings")
 
@@ -30,7 +30,7 @@ def body() -> None:
         return
     f = ctx.filters
     cube = queries.cube(ctx.url, f)
-    t = agg.totals(cube)
+    t = totals(cube)
     if t.requests == 0:
         no_match()
         return
@@ -61,7 +61,7 @@ def body() -> None:
     )
 
     freq = "h" if f.grain == "hour" else "D"
-    series = agg.over_time(cube, freq)
+    series = over_time(cube, freq)
     st.plotly_chart(
         time_chart(
             series,
@@ -79,7 +79,7 @@ def body() -> None:
         ),
         width="stretch",
     )
-    by_provider = agg.over_time(cube, freq, by="provider")
+    by_provider = over_time(cube, freq, by="provider")
     by_provider["provider"] = by_provider["provider"].fillna("(none)")
     st.plotly_chart(
         stacked_by(
@@ -96,10 +96,10 @@ def body() -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("By model")
-        show_table(agg.breakdown(cube, "model"), MONEY, ["savings_pct", "share_pct"], LABELS)
+        show_table(breakdown(cube, "model"), MONEY, ["savings_pct", "share_pct"], LABELS)
     with right:
         st.subheader("By provider")
-        show_table(agg.breakdown(cube, "provider"), MONEY, ["savings_pct", "share_pct"], LABELS)
+        show_table(breakdown(cube, "provider"), MONEY, ["savings_pct", "share_pct"], LABELS)
 
     st.subheader("Monthly comparison (the seeds' table)")
     st.caption(
@@ -107,7 +107,7 @@ def body() -> None:
         "tokens, cost, and savings against the baseline model at list price."
     )
     show_table(
-        agg.comparison_table(cube),
+        comparison_table(cube),
         ["usd_per_1m_tokens", "cost_usd", "list_cost_usd", "baseline_cost_usd"],
         ["savings_vs_baseline_pct"],
         {

@@ -7,13 +7,14 @@ import datetime as dt
 
 import streamlit as st
 
-from dashboard import aggregations as agg
 from dashboard import queries
 from dashboard.components.charts import stacked_by
 from dashboard.components.formatting import format_usd
 from dashboard.components.page import ledger_is_empty, no_match, refreshing, start_page
 from dashboard.components.tables import show_table
+from dashboard.cube import rollup
 from dashboard.forecast import month_end_forecast
+from dashboard.spend import breakdown, over_time, totals
 
 ctx = start_page("Spend")
 
@@ -26,7 +27,7 @@ def forecast_section() -> None:
     today = now.date()
     start = min(today.replace(day=1), today - dt.timedelta(days=7))
     window = dataclasses.replace(ctx.filters, start=start, end=today)
-    daily = agg.rollup(queries.cube(ctx.url, window), [], freq="D")
+    daily = rollup(queries.cube(ctx.url, window), [], freq="D")
     spend = (
         {p.date(): v for p, v in zip(daily["period"], daily["actual_cost_usd"], strict=True)}
         if len(daily)
@@ -53,7 +54,7 @@ def body() -> None:
         return
     forecast_section()
     cube = queries.cube(ctx.url, ctx.filters)
-    if agg.totals(cube).requests == 0:
+    if totals(cube).requests == 0:
         no_match()
         return
     left, right = st.columns(2)
@@ -63,7 +64,7 @@ def body() -> None:
     if by == "key_id":
         labels = queries.key_labels(ctx.url)
         cube = cube.assign(key_id=[labels.get(k, k) if k else "(no key)" for k in cube["key_id"]])
-    series = agg.over_time(cube, PERIODS[period_label], by=by)
+    series = over_time(cube, PERIODS[period_label], by=by)
     series[by] = series[by].fillna("(none)")
     st.plotly_chart(
         stacked_by(
@@ -80,7 +81,7 @@ def body() -> None:
     )
     st.subheader(f"Spend by {group_label.lower()}")
     show_table(
-        agg.breakdown(cube, by),
+        breakdown(cube, by),
         ["spend_usd", "list_spend_usd", "savings_usd"],
         ["savings_pct", "share_pct"],
         {

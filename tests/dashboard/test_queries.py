@@ -10,14 +10,16 @@ import pytest
 import streamlit as st
 from sqlalchemy import text
 
-from dashboard import aggregations as agg
 from dashboard import queries
+from dashboard.cube import CUBE_COLUMNS, DIMENSIONS, records_to_cube
 from dashboard.filters import Filters
+from dashboard.latency import latency_table
+from dashboard.spend import export_frame, totals
 from gateway.devtools.seed import seed_ledger
 from gateway.domain.config import default_config_path, load_config
 from gateway.domain.pricing import PriceCatalog
-from tests.dashboard.ledger import insert_records, sql_sums
-from tests.dashboard.records import failed, record
+from tests.dashboard.support.ledger import insert_records, sql_sums
+from tests.dashboard.support.records import failed, record
 
 CFG = load_config(default_config_path())
 CATALOG = PriceCatalog.from_config(CFG)
@@ -54,7 +56,7 @@ def discounts() -> dict:
 
 
 def sorted_cube(cube: pd.DataFrame) -> pd.DataFrame:
-    keys = list(agg.DIMENSIONS)
+    keys = list(DIMENSIONS)
     return cube.sort_values(keys, na_position="first").reset_index(drop=True).fillna("∅")
 
 
@@ -68,16 +70,16 @@ def test_sql_cube_equals_pandas_cube_of_the_same_rows(seeded, ledger_engine, day
             {"s": filters.start_at, "e": filters.end_at},
         )
         raw = pd.DataFrame(result.fetchall(), columns=list(result.keys()))
-    expected = sorted_cube(agg.records_to_cube(raw, filters.grain, discounts()))
+    expected = sorted_cube(records_to_cube(raw, filters.grain, discounts()))
     actual = sorted_cube(queries.cube(seeded, filters))
     assert len(actual) == len(expected) > 0
-    for column in agg.CUBE_COLUMNS:
+    for column in CUBE_COLUMNS:
         assert actual[column].tolist() == expected[column].tolist(), column
 
 
 def test_totals_reconcile_with_plain_sql_sums(seeded, ledger_engine):
     filters = Filters(END.date() - dt.timedelta(days=29), END.date(), apps=("search",))
-    t = agg.totals(queries.cube(seeded, filters))
+    t = totals(queries.cube(seeded, filters))
     sums = sql_sums(ledger_engine, "app = 'search'")
     assert t.requests == sums["requests"] > 100
     assert t.spend_usd == sums["spend"]
@@ -99,7 +101,7 @@ def test_dimension_filters_and_values(seeded):
 
 def test_latency_percentiles_from_histograms_are_within_a_bin_of_exact(seeded, ledger_engine):
     f = Filters(END.date() - dt.timedelta(days=29), END.date())
-    table = agg.latency_table(queries.histogram(seeded, f)).set_index("model")
+    table = latency_table(queries.histogram(seeded, f)).set_index("model")
     with ledger_engine.connect() as conn:
         exact = dict(
             conn.execute(
@@ -122,7 +124,7 @@ def test_hourly_view_of_a_short_range_reads_the_ledger_directly(seeded, ledger_e
     assert f.grain == "hour"
     cube = queries.cube(seeded, f)
     sums = sql_sums(ledger_engine, "started_at >= :s", s=f.start_at)
-    assert agg.totals(cube).requests == sums["requests"]
+    assert totals(cube).requests == sums["requests"]
     assert cube["bucket"].dt.minute.eq(0).all() and cube["bucket"].nunique() > 1
 
 
@@ -161,12 +163,12 @@ def test_cached_savings_use_the_price_versions(seeded, ledger_engine):
         ),
         Decimal(0),
     )
-    assert agg.totals(cube).cached_savings_usd == expected > 0
+    assert totals(cube).cached_savings_usd == expected > 0
 
 
 def test_export_rows_equal_a_plain_group_by(seeded, ledger_engine):
     f = Filters(END.date() - dt.timedelta(days=29), END.date())
-    out = agg.export_frame(queries.cube(seeded, f))
+    out = export_frame(queries.cube(seeded, f))
     with ledger_engine.connect() as conn:
         rows = conn.execute(
             text(

@@ -4,9 +4,10 @@ import datetime as dt
 
 import pandas as pd
 
-from dashboard import aggregations as agg
+from dashboard.cube import dsum, empty_cube, records_to_cube
+from dashboard.latency import empty_histogram
 from dashboard.rollup import LedgerRollup
-from tests.dashboard.records import frame, record
+from tests.dashboard.support.records import frame, record
 
 DAY = dt.date(2026, 11, 1)
 
@@ -28,8 +29,8 @@ class FakeLedger:
     def __call__(self, start, end):
         self.calls.append((start, end))
         inside = [r for r in self.records if start <= r.started_at < end]
-        return agg.records_to_cube(frame(inside), "day") if inside else agg.empty_cube(), (
-            agg.empty_histogram()
+        return records_to_cube(frame(inside), "day") if inside else empty_cube(), (
+            empty_histogram()
         )
 
 
@@ -87,7 +88,7 @@ def test_a_new_process_serves_stored_days_at_once_with_exact_money(tmp_path):
     assert second_ledger.calls == []
     assert again["requests"].sum() == cube["requests"].sum() == 2
     money = [c for c in again.columns if again[c].map(lambda v: isinstance(v, Decimal)).any()]
-    assert money and all(agg.dsum(again[c]) == agg.dsum(cube[c]) for c in money)
+    assert money and all(dsum(again[c]) == dsum(cube[c]) for c in money)
 
 
 def test_a_stored_day_whose_ledger_rows_changed_is_fetched_anew(tmp_path):

@@ -1,22 +1,31 @@
+"""Money figures: exact Decimal totals, unknown cost kept unknown, breakdowns, exports."""
+
 from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
 
-from dashboard import aggregations as agg
+from dashboard.cube import dsum, empty_cube, records_to_cube
+from dashboard.spend import (
+    breakdown,
+    comparison_table,
+    export_frame,
+    savings_components,
+    totals,
+)
 from gateway.domain.usage_record import RequestStatus, UsageSource
-from tests.dashboard.records import PV, T0, failed, frame, record
+from tests.dashboard.support.records import PV, T0, failed, frame, record
 
 DISCOUNT = {PV: Decimal("0.252")}  # deepseek list input 0.28 − cached 0.028
 
 
 def test_totals_sum_money_exactly_and_count_errors():
-    cube = agg.records_to_cube(
+    cube = records_to_cube(
         frame([record(), record(actual_cost_usd=Decimal("0.0000000001")), failed()]),
         "day",
         DISCOUNT,
     )
-    t = agg.totals(cube)
+    t = totals(cube)
     assert t.requests == 3
     assert t.errors == 1
     assert t.spend_usd == Decimal("0.0010000001")
@@ -40,27 +49,27 @@ def test_unknown_cost_is_none_never_zero():
         list_cost_usd=None,
         baseline_cost_usd=None,
     )
-    t = agg.totals(agg.records_to_cube(frame([missing]), "day"))
+    t = totals(records_to_cube(frame([missing]), "day"))
     assert t.spend_usd is None
     assert t.savings_pct is None
     assert t.unknown_cost_requests == 1
-    mixed = agg.totals(agg.records_to_cube(frame([missing, record()]), "day"))
+    mixed = totals(records_to_cube(frame([missing, record()]), "day"))
     assert mixed.spend_usd == Decimal("0.001")
     assert mixed.unknown_cost_requests == 1
 
 
 def test_savings_percent_is_against_list_cost_of_priced_rows():
-    t = agg.totals(agg.records_to_cube(frame([record()]), "day"))
+    t = totals(records_to_cube(frame([record()]), "day"))
     assert t.savings_pct == Decimal("0.0002") * 100 / Decimal("0.0012")
 
 
 def test_empty_cube_gives_zero_counts_and_unknown_money():
-    t = agg.totals(agg.empty_cube())
+    t = totals(empty_cube())
     assert (t.requests, t.errors, t.tokens) == (0, 0, 0)
     assert t.spend_usd is None and t.error_rate is None
-    assert agg.breakdown(agg.empty_cube(), "model").empty
-    assert agg.export_frame(agg.empty_cube()).empty
-    assert agg.comparison_table(agg.empty_cube()).empty
+    assert breakdown(empty_cube(), "model").empty
+    assert export_frame(empty_cube()).empty
+    assert comparison_table(empty_cube()).empty
 
 
 def test_breakdown_sorts_by_spend_and_shares_add_to_100():
@@ -69,49 +78,10 @@ def test_breakdown_sorts_by_spend_and_shares_add_to_100():
         record(model="deepseek-v3.2", actual_cost_usd=Decimal("1")),
         record(model="deepseek-v3.2", actual_cost_usd=Decimal("1")),
     ]
-    b = agg.breakdown(agg.records_to_cube(frame(recs), "day"), "model")
+    b = breakdown(records_to_cube(frame(recs), "day"), "model")
     assert list(b["model"]) == ["gpt-4.1", "deepseek-v3.2"]
     assert list(b["spend_usd"]) == [Decimal(3), Decimal(2)]
     assert sum(b["share_pct"]) == 100
-
-
-def test_weekly_and_monthly_rollups_keep_the_total():
-    recs = [
-        record(started_at=T0 + dt.timedelta(days=d), actual_cost_usd=Decimal(d + 1))
-        for d in range(40)
-    ]
-    cube = agg.records_to_cube(frame(recs), "day")
-    for freq in ("D", "W", "MS"):
-        series = agg.over_time(cube, freq)
-        assert agg.dsum(series["actual_cost_usd"]) == sum(Decimal(d + 1) for d in range(40))
-    weeks = agg.over_time(cube, "W")["period"]
-    assert all(p.weekday() == 0 for p in weeks)  # ISO weeks start on Monday
-    months = agg.over_time(cube, "MS")["period"].dt.strftime("%Y-%m").tolist()
-    assert months == ["2026-11", "2026-12"]
-
-
-def test_hourly_grain_buckets_by_hour():
-    recs = [record(started_at=T0 + dt.timedelta(minutes=m)) for m in (0, 59, 61)]
-    cube = agg.records_to_cube(frame(recs), "hour")
-    assert sorted(cube["requests"].tolist()) == [1, 2]
-
-
-def test_between_selects_half_open_range():
-    recs = [record(started_at=T0 + dt.timedelta(days=d)) for d in range(3)]
-    cube = agg.records_to_cube(frame(recs), "day")
-    day = dt.datetime(2026, 11, 3, tzinfo=dt.UTC)
-    assert agg.totals(agg.between(cube, day, day + dt.timedelta(days=1))).requests == 1
-
-
-def test_error_rates_by_provider_and_class():
-    recs = [record(), record(), failed(), failed(provider="openai", model="gpt-4.1")]
-    cube = agg.records_to_cube(frame(recs), "day")
-    rates = agg.error_rates(cube, "provider").set_index("provider")
-    assert rates.loc["deepseek", "error_rate_pct"] == round(100 / 3, 2)
-    assert rates.loc["openai", "error_rate_pct"] == 100.0
-    classes = agg.errors_by_class(cube)
-    assert classes["requests"].sum() == 2
-    assert set(classes["error_class"]) == {"upstream_5xx"}
 
 
 def test_comparison_table_gives_mix_price_and_savings_vs_baseline():
@@ -134,7 +104,7 @@ def test_comparison_table_gives_mix_price_and_savings_vs_baseline():
             baseline_cost_usd=Decimal("4"),
         ),
     ]
-    table = agg.comparison_table(agg.records_to_cube(frame(recs), "day")).set_index("model")
+    table = comparison_table(records_to_cube(frame(recs), "day")).set_index("model")
     assert table.loc["deepseek-v3.2", "mix_pct"] == 60.0
     assert table.loc["deepseek-v3.2", "usd_per_1m_tokens"] == Decimal(1000)
     assert table.loc["gemini-2.5-flash", "savings_vs_baseline_pct"] == Decimal(75)
@@ -148,16 +118,16 @@ def test_export_frame_is_day_by_app_model_provider_and_reconciles():
         record(started_at=T0 + dt.timedelta(days=1)),
         failed(),
     ]
-    cube = agg.records_to_cube(frame(recs), "hour")
-    out = agg.export_frame(cube)
+    cube = records_to_cube(frame(recs), "hour")
+    out = export_frame(cube)
     assert list(out.columns[:4]) == ["day", "app", "model", "provider"]
     assert out["requests"].sum() == 4
-    assert agg.dsum(out["spend_usd"]) == agg.totals(cube).spend_usd
+    assert dsum(out["spend_usd"]) == totals(cube).spend_usd
     assert len(out) == 3
 
 
 def test_savings_components_name_each_source():
-    comps = agg.savings_components(agg.records_to_cube(frame([record()]), "day", DISCOUNT))
+    comps = savings_components(records_to_cube(frame([record()]), "day", DISCOUNT))
     assert comps["savings_usd"].tolist() == [
         Decimal("0.0088"),
         Decimal("0.0002"),
@@ -167,10 +137,5 @@ def test_savings_components_name_each_source():
 
 def test_cancelled_stream_counts_as_error_with_known_cost():
     rec = record(status=RequestStatus.CANCELLED, usage_source=UsageSource.ESTIMATED)
-    t = agg.totals(agg.records_to_cube(frame([rec]), "day"))
+    t = totals(records_to_cube(frame([rec]), "day"))
     assert t.errors == 1 and t.estimated_requests == 1 and t.spend_usd == Decimal("0.001")
-
-
-def test_dsum_skips_none_and_nan():
-    assert agg.dsum([None, float("nan"), Decimal("1.5")]) == Decimal("1.5")
-    assert agg.dsum([None]) is None

@@ -9,8 +9,8 @@ import sys
 
 import pandas as pd
 
-from tests.dashboard.ledger import insert_records
-from tests.dashboard.records import record
+from tests.dashboard.support.ledger import insert_records
+from tests.dashboard.support.records import record
 
 
 def test_warm_stores_yesterday_for_the_server_to_restore(ledger_engine, database_url,

@@ -27,7 +27,7 @@ from gateway.replica.service import REQUEST_ID_HEADER
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
 
 PORT = 19420
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM_ARGS = [
     "--headless",

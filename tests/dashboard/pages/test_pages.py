@@ -17,9 +17,9 @@ from dashboard.components.session import USER_KEY, SessionUser
 from dashboard.settings import load_settings
 from gateway.devtools.seed import seed_ledger
 from gateway.domain.config import default_config_path, load_config
-from tests.dashboard.ledger import same_as_shown, shown_money, sql_sums
+from tests.dashboard.support.ledger import same_as_shown, shown_money, sql_sums
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+APP = str(Path(__file__).resolve().parents[3] / "dashboard" / "app.py")
 PAGES = ["overview", "savings", "spend", "export", "latency_errors", "routing", "requests"]
 CFG = load_config(default_config_path())
 NOW = dt.datetime.now(dt.UTC)

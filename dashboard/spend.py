@@ -1,0 +1,191 @@
+"""The money figures the pages show: totals, breakdowns, savings, the monthly comparison
+and the CSV export, all derived from one cube (`dashboard.cube`), in pure pandas.
+
+They live together because they share one rule: money stays an exact `Decimal`, and an
+unknown cost stays None (shown as "unknown", never $0), from the cube to the table a
+page renders or the file a user downloads. Deriving every figure through
+`dashboard.cube.rollup` is what makes the overview, spend, savings and export agree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal
+
+import pandas as pd
+
+from dashboard.cube import PER_MILLION, dsum, rollup
+
+
+@dataclasses.dataclass(frozen=True)
+class Totals:
+    requests: int
+    errors: int
+    tokens: int
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    completion_tokens: int
+    spend_usd: Decimal | None
+    list_spend_usd: Decimal | None
+    savings_usd: Decimal | None
+    savings_pct: Decimal | None
+    routing_savings_usd: Decimal | None
+    cached_savings_usd: Decimal | None
+    baseline_usd: Decimal | None
+    unknown_cost_requests: int
+    estimated_requests: int
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.errors / self.requests if self.requests else None
+
+
+def totals(cube: pd.DataFrame) -> Totals:
+    errors = int(cube.loc[cube["status"] != "ok", "requests"].sum()) if len(cube) else 0
+    savings = dsum(cube["savings_usd"])
+    priced = dsum(cube["priced_list_usd"])
+    return Totals(
+        requests=int(cube["requests"].sum()),
+        errors=errors,
+        tokens=int(cube["prompt_tokens"].sum() + cube["completion_tokens"].sum()),
+        prompt_tokens=int(cube["prompt_tokens"].sum()),
+        cached_prompt_tokens=int(cube["cached_prompt_tokens"].sum()),
+        completion_tokens=int(cube["completion_tokens"].sum()),
+        spend_usd=dsum(cube["actual_cost_usd"]),
+        list_spend_usd=dsum(cube["list_cost_usd"]),
+        savings_usd=savings,
+        savings_pct=percent(savings, priced),
+        routing_savings_usd=dsum(cube["routing_savings_usd"]),
+        cached_savings_usd=dsum(cube["cached_savings_usd"]),
+        baseline_usd=dsum(cube["baseline_cost_usd"]),
+        unknown_cost_requests=int(cube["unknown_cost_requests"].sum()),
+        estimated_requests=int(cube["estimated_requests"].sum()),
+    )
+
+
+def percent(part: Decimal | None, whole: Decimal | None) -> Decimal | None:
+    if part is None or not whole:
+        return None
+    return part * 100 / whole
+
+
+def breakdown(cube: pd.DataFrame, by: str) -> pd.DataFrame:
+    """One row per value of `by`: requests, tokens, spend, list spend, savings, share."""
+    r = rollup(cube, [by])
+    if r.empty:
+        return pd.DataFrame(columns=[by, "requests", "tokens", "spend_usd", "share_pct"])
+    total = dsum(r["actual_cost_usd"])
+    out = pd.DataFrame(
+        {
+            by: r[by].fillna("(none)"),
+            "requests": r["requests"],
+            "tokens": r["prompt_tokens"] + r["completion_tokens"],
+            "spend_usd": r["actual_cost_usd"],
+            "list_spend_usd": r["list_cost_usd"],
+            "savings_usd": r["savings_usd"],
+            "savings_pct": [
+                percent(s, p) for s, p in zip(r["savings_usd"], r["priced_list_usd"], strict=True)
+            ],
+            "unknown_cost_requests": r["unknown_cost_requests"],
+            "share_pct": [percent(s, total) for s in r["actual_cost_usd"]],
+        }
+    )
+    return out.sort_values("spend_usd", key=_money_sort_key, ascending=False).reset_index(drop=True)
+
+
+def _money_sort_key(s: pd.Series) -> pd.Series:
+    return s.map(lambda v: float("-inf") if v is None else float(v))
+
+
+def over_time(cube: pd.DataFrame, freq: str, by: str | None = None) -> pd.DataFrame:
+    """Spend, list spend, savings, requests and tokens per period (optionally per `by`)."""
+    r = rollup(cube, [by] if by else [], freq=freq)
+    if r.empty:
+        return r
+    r["tokens"] = r["prompt_tokens"] + r["completion_tokens"]
+    return r
+
+
+def savings_components(cube: pd.DataFrame) -> pd.DataFrame:
+    """Where the savings came from, each against what the same tokens would have cost."""
+    t = totals(cube)
+    return pd.DataFrame(
+        {
+            "component": [
+                "Routing to cheaper models (baseline list − list)",
+                "Provider price and FX (list − actual)",
+                "Cached prompt tokens (input rate − cached rate, at list)",
+            ],
+            "savings_usd": [t.routing_savings_usd, t.savings_usd, t.cached_savings_usd],
+        }
+    )
+
+
+def comparison_table(cube: pd.DataFrame) -> pd.DataFrame:
+    """The seeds' comparison, per month and model: tokens, mix, price, cost and savings.
+
+    "Without the gateway" is the baseline model's list price for the same tokens.
+    """
+    r = rollup(cube, ["model"], freq="MS")
+    if r.empty:
+        return pd.DataFrame()
+    r = r[r["requests"] > 0].copy()
+    r["tokens"] = r["prompt_tokens"] + r["completion_tokens"]
+    month_tokens = r.groupby("period")["tokens"].transform("sum")
+    out = pd.DataFrame(
+        {
+            "month": r["period"].dt.strftime("%Y-%m"),
+            "model": r["model"].fillna("(none)"),
+            "tokens": r["tokens"],
+            "mix_pct": (r["tokens"] * 100 / month_tokens.where(month_tokens > 0)).round(1),
+            "usd_per_1m_tokens": [
+                None if c is None or not t else c * PER_MILLION / t
+                for c, t in zip(r["actual_cost_usd"], r["tokens"], strict=True)
+            ],
+            "cost_usd": r["actual_cost_usd"],
+            "list_cost_usd": r["list_cost_usd"],
+            "baseline_cost_usd": r["baseline_cost_usd"],
+            "savings_vs_baseline_pct": [
+                percent(None if b is None or c is None else b - c, b)
+                for b, c in zip(r["baseline_cost_usd"], r["actual_cost_usd"], strict=True)
+            ],
+        }
+    )
+    return out.sort_values(["month", "tokens"], ascending=[True, False]).reset_index(drop=True)
+
+
+def export_frame(cube: pd.DataFrame) -> pd.DataFrame:
+    """Day × app × model × provider with tokens, spend, list-price spend and savings."""
+    r = rollup(cube, ["app", "model", "provider"], freq="D")
+    columns = [
+        "day",
+        "app",
+        "model",
+        "provider",
+        "requests",
+        "prompt_tokens",
+        "cached_prompt_tokens",
+        "completion_tokens",
+        "spend_usd",
+        "list_spend_usd",
+        "savings_usd",
+        "unknown_cost_requests",
+    ]
+    if r.empty:
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame(
+        {
+            "day": r["period"].dt.strftime("%Y-%m-%d"),
+            "app": r["app"],
+            "model": r["model"],
+            "provider": r["provider"],
+            "requests": r["requests"],
+            "prompt_tokens": r["prompt_tokens"],
+            "cached_prompt_tokens": r["cached_prompt_tokens"],
+            "completion_tokens": r["completion_tokens"],
+            "spend_usd": r["actual_cost_usd"],
+            "list_spend_usd": r["list_cost_usd"],
+            "savings_usd": r["savings_usd"],
+            "unknown_cost_requests": r["unknown_cost_requests"],
+        }
+    )[columns]
