@@ -15,7 +15,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
-import bpe_openai  # type: ignore[import-untyped]  # ships no type information
+import bpe_openai
 
 DEFAULT_ENCODING = "o200k_base"
 TOKENS_PER_MESSAGE = 3

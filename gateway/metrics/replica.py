@@ -205,7 +205,9 @@ class ReplicaMetrics:
                 incs.append((SAVINGS_USD, req, saved))
             elif saved < 0:
                 incs.append((NEGATIVE_SAVINGS_USD, req, -saved))
-        observations = [(REQUEST_DURATION, (model, provider, sc), record.latency_ms)]
+        observations: list[tuple[MetricDef, tuple[str, ...], int]] = [
+            (REQUEST_DURATION, (model, provider, sc), record.latency_ms)
+        ]
         if record.ttft_ms is not None:
             observations.append((TTFT, (model, provider), record.ttft_ms))
         self._store.add_all(incs, observations)
@@ -235,7 +237,7 @@ class ReplicaMetrics:
 
     def set_routing_weights(self, weights: dict[str, dict[str, Decimal]]) -> None:
         lbl = self._labels.value
-        series = {
+        series: dict[tuple[str, ...], int | Decimal] = {
             (lbl("alias", alias), lbl("model", model)): Decimal(w)
             for alias, by_model in weights.items()
             for model, w in by_model.items()

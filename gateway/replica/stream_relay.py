@@ -104,7 +104,8 @@ async def relay(
     ex.relay_started = True
     include_usage = ex.request.include_usage
     public_model = ex.requested
-    status, http_status, error_class = RequestStatus.CANCELLED, 200, "client_disconnected"
+    status, http_status = RequestStatus.CANCELLED, 200
+    error_class: str | None = "client_disconnected"
     try:
         pending = first
         done = False
@@ -133,13 +134,13 @@ async def relay(
                 await _drain(raw)
                 break
             try:
-                chunk = await anext(raw)
+                received = await anext(raw)
             except StopAsyncIteration:
                 pending = list(decoder.flush())
                 if not pending:
                     break
                 continue
-            pending = list(decoder.feed(chunk))
+            pending = list(decoder.feed(received))
         if done or parser.finished:
             status, error_class = RequestStatus.OK, None
         else:
