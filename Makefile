@@ -3,7 +3,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test test-deps lint venv clean
 
 $(BIN)/costgate: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,11 +16,17 @@ venv: $(BIN)/costgate
 demo: venv
 	$(BIN)/costgate demo
 
+# ruff, the import rules between sub-packages (pyproject's [tool.importlinter]), mypy
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
-test: venv
-	$(BIN)/ruff check .
+# chromium and promtool from Debian, when missing (the browser and metrics tests)
+test-deps:
+	bash .ci/test-deps
+
+test: lint test-deps
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 clean:
