@@ -1,0 +1,60 @@
+"""How a `UsageRecord` travels as a row of `usage_records`: column order, values, COPY types.
+
+This is the contract between the record dataclass and the table's schema (`db.models`),
+kept apart from the writer's batching and retry logic so it can be read, and checked,
+on its own: the column list comes from the dataclass and the COPY types from the model,
+so a record field the table lacks fails here, at import, not on a live flush.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import operator
+from typing import Any
+
+from gateway.domain.usage_record import UsageRecord
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(UsageRecord))
+
+_GET_COLUMNS = operator.attrgetter(*COLUMNS)
+_ENUM_COLUMNS = tuple(COLUMNS.index(c) for c in ("status", "usage_source"))
+_FALLBACK_PATH = COLUMNS.index("fallback_path")
+
+
+def record_row(r: UsageRecord) -> list[Any]:
+    """A record as column values. Enums go as their values (psycopg would send names)."""
+    row = list(_GET_COLUMNS(r))
+    for i in _ENUM_COLUMNS:
+        if isinstance(row[i], enum.Enum):
+            row[i] = row[i].value
+    # psycopg adapts lists, not tuples, to PostgreSQL arrays
+    row[_FALLBACK_PATH] = list(row[_FALLBACK_PATH])
+    return row
+
+
+def _copy_types() -> list[str]:
+    """PostgreSQL type names of the columns, from the model, for binary COPY."""
+    from sqlalchemy import ARRAY, Boolean, DateTime, Integer, Numeric, Text, Uuid
+
+    from db.models import UsageRow
+
+    names = [
+        (ARRAY, "text[]"),
+        (Uuid, "uuid"),
+        (DateTime, "timestamptz"),
+        (Numeric, "numeric"),
+        (Integer, "int4"),
+        (Boolean, "bool"),
+        (Text, "text"),
+    ]
+    table = UsageRow.__table__
+    return [
+        next(pg for sa_type, pg in names if isinstance(table.c[c].type, sa_type)) for c in COLUMNS
+    ]
+
+
+# psycopg's binary int4 dumper wraps values past 2^31 silently, while its int8 one raises:
+# integers travel as int8 into the staging table, and the server's range check on the
+# INSERT into the int4 columns rejects what does not fit.
+COPY_TYPES = [("int8" if t == "int4" else t) for t in _copy_types()]
