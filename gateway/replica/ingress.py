@@ -22,8 +22,9 @@ from ray import serve
 from gateway.domain.config import load_config
 from gateway.domain.environment import environment
 from gateway.domain.openai_errors import OpenAIError
+from gateway.replica.exchange import AttemptHooks, RecordSink
 from gateway.replica.http_api import build_app
-from gateway.replica.service import AttemptHooks, GatewayService, RecordSink
+from gateway.replica.service import GatewayService
 
 log = logging.getLogger("costgate.ingress")
 
@@ -50,7 +51,10 @@ class _MetricsHooks(AttemptHooks):
 @serve.deployment(name="Gateway")
 @serve.ingress()
 class Gateway:
-    async def __init__(self, config_path: str, database_url: str | None, state_dir: str) -> None:
+    # Serve awaits an async constructor; mypy knows only synchronous ones
+    async def __init__(  # type: ignore[misc]
+        self, config_path: str, database_url: str | None, state_dir: str
+    ) -> None:
         from gateway.ledger.writer import RecordWriter
         from gateway.metrics.replica import ReplicaMetrics, render_metrics
 
@@ -146,7 +150,9 @@ def build(args: dict[str, Any]) -> Any:
     from `args`: the declarative config is readable by anyone who can reach Ray's
     dashboard, and a URL may hold a password.
     """
-    return Gateway.bind(
+    # mypy sees the class as written, not the Deployment that serve.deployment made of it
+    deployment: Any = Gateway
+    return deployment.bind(
         args["config_path"],
         environment().database_url_value,
         args.get("state_dir", ".state"),
