@@ -16,9 +16,14 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import openai
+from openai.types.chat import (
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageParam,
+    ChatCompletionStreamOptionsParam,
+)
 
 from gateway.domain.config import Config
 
@@ -44,7 +49,7 @@ HANDBOOK = " ".join(
     f"offer the standard remedy for category {i % 7}, and log the outcome in the CRM."
     for i in range(1, 90)
 )
-LOOKUP_TOOL = {"type": "function", "function": {
+LOOKUP_TOOL: ChatCompletionFunctionToolParam = {"type": "function", "function": {
     "name": "lookup_order",
     "description": "Find an order by its number",
     "parameters": {"type": "object", "required": ["order_id"],
@@ -93,12 +98,12 @@ class PlannedCall:
     model: str
     key_index: int
     kind: str
-    messages: list[dict[str, Any]]
+    messages: list[ChatCompletionMessageParam]
     stream: bool
     include_usage: bool
     abandon_after: int | None  # chunks read before the client walks away
     max_tokens: int | None
-    tools: list[dict[str, Any]] | None
+    tools: list[ChatCompletionFunctionToolParam] | None
     priority: str | None
 
 
@@ -107,6 +112,7 @@ def plan_call(rng: random.Random, models: Sequence[str], keys: int) -> PlannedCa
     aliases = [m for m in models if m in DEFAULT_ALIASES]
     model = rng.choice(aliases) if aliases and rng.random() < 0.6 else rng.choice(models)
     roll = rng.random()
+    messages: list[ChatCompletionMessageParam]
     if roll < 0.5:
         kind, messages = "short", [{"role": "user", "content": rng.choice(SHORT_PROMPTS)}]
     elif roll < 0.85:
@@ -131,21 +137,20 @@ def plan_call(rng: random.Random, models: Sequence[str], keys: int) -> PlannedCa
 
 async def _send(client: openai.AsyncOpenAI, call: PlannedCall) -> bool:
     """True when the call completed; False when it was abandoned on purpose."""
-    options: dict[str, Any] = {}
-    if call.max_tokens:
-        options["max_tokens"] = call.max_tokens
-    if call.tools:
-        options["tools"] = call.tools
-    if call.priority:
-        options["extra_headers"] = {"x-costgate-priority": call.priority}
+    # omit (the SDK's default) leaves a parameter out of the request body
+    max_tokens = call.max_tokens or openai.omit
+    tools = call.tools or openai.omit
+    headers = {"x-costgate-priority": call.priority} if call.priority else None
     if not call.stream:
-        await client.chat.completions.create(model=call.model, messages=call.messages,
-                                             **options)
+        await client.chat.completions.create(
+            model=call.model, messages=call.messages, max_tokens=max_tokens, tools=tools,
+            extra_headers=headers)
         return True
-    if call.include_usage:
-        options["stream_options"] = {"include_usage": True}
-    stream = await client.chat.completions.create(model=call.model, messages=call.messages,
-                                                  stream=True, **options)
+    usage: ChatCompletionStreamOptionsParam | openai.Omit = (
+        {"include_usage": True} if call.include_usage else openai.omit)
+    stream = await client.chat.completions.create(
+        model=call.model, messages=call.messages, stream=True, stream_options=usage,
+        max_tokens=max_tokens, tools=tools, extra_headers=headers)
     read = 0
     async with stream:
         async for _chunk in stream:

@@ -41,15 +41,15 @@ class TotalsCollector(Collector):
 def _family(metric: MetricDef, totals: Totals) -> Metric:
     labels = list(metric.labels)
     if metric.kind is Kind.COUNTER:
-        fam: Metric = CounterMetricFamily(metric.name, metric.help, labels=labels)
+        counter = CounterMetricFamily(metric.name, metric.help, labels=labels)
         for lv, v in sorted(totals.counters.get(metric.name, {}).items()):
-            fam.add_metric(list(lv), float(v))  # type: ignore[attr-defined]
-        return fam
+            counter.add_metric(list(lv), float(v))
+        return counter
     if metric.kind is Kind.GAUGE:
-        fam = GaugeMetricFamily(metric.name, metric.help, labels=labels)
+        gauge = GaugeMetricFamily(metric.name, metric.help, labels=labels)
         for lv, v in sorted(totals.gauges.get(metric.name, {}).items()):
-            fam.add_metric(list(lv), float(v))  # type: ignore[attr-defined]
-        return fam
+            gauge.add_metric(list(lv), float(v))
+        return gauge
     hfam = HistogramMetricFamily(metric.name, metric.help, labels=labels)
     for lv, h in sorted(totals.histograms.get(metric.name, {}).items()):
         if len(h.bucket_counts) != len(metric.buckets) + 1:
@@ -61,7 +61,8 @@ def _family(metric: MetricDef, totals: Totals) -> Metric:
 def _cumulative_buckets(metric: MetricDef, h: HistogramValue) -> list[tuple[str, float]]:
     out: list[tuple[str, float]] = []
     running = 0
-    bounds = [floatToGoString(b) for b in metric.buckets] + ["+Inf"]
+    # prometheus_client ships py.typed but leaves floatToGoString unannotated (returns str)
+    bounds = [floatToGoString(b) for b in metric.buckets] + ["+Inf"]  # type: ignore[no-untyped-call]
     for bound, n in zip(bounds, h.bucket_counts, strict=True):
         running += n
         out.append((bound, float(running)))

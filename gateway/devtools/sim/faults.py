@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.devtools.sim.settings import ANY_MODEL, FaultSpec
+from gateway.devtools.sim.settings import ANY_MODEL, FaultKind, FaultSpec
 
 
 @dataclass
@@ -33,7 +33,7 @@ class ActiveFault:
 
 
 class FaultTable:
-    def __init__(self, configured: Mapping[str, Mapping[str, FaultSpec]] | None = None):
+    def __init__(self, configured: Mapping[str, Mapping[FaultKind, FaultSpec]] | None = None):
         self._configured = {m: dict(kinds) for m, kinds in (configured or {}).items()}
         self._rules: dict[str, dict[str, ActiveFault]] = {}
         self.reset()

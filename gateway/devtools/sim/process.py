@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -60,7 +60,8 @@ class SimControl:
 
     def recent_requests(self) -> list[dict[str, Any]]:
         """The last requests' model, parameters (scalars only), header names, bearer hash."""
-        return self._ok(self._http.get("/_sim/requests"))["requests"]
+        requests = self._ok(self._http.get("/_sim/requests"))["requests"]
+        return cast(list[dict[str, Any]], requests)  # control.recent_requests: a list of objects
 
     def reset(self) -> None:
         """Counters to zero; faults and behaviour back to the configuration file's."""
@@ -80,10 +81,11 @@ class SimControl:
         self._http.close()
 
     @staticmethod
-    def _ok(response: httpx.Response) -> Any:
+    def _ok(response: httpx.Response) -> dict[str, Any]:
         if response.status_code >= 400:
             raise ValueError(f"sim control {response.request.url.path}: {response.text}")
-        return response.json()
+        # httpx parses to Any; every /_sim route (sim/control.py) answers with a JSON object
+        return cast(dict[str, Any], response.json())
 
 
 def port_is_free(host: str, port: int) -> bool:

@@ -220,7 +220,9 @@ class _TransportInScope(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self.scope["extensions"] = {TRANSPORT_EXTENSION: self.transport}  # type: ignore[typeddict-unknown-key]
+        # uvicorn's scope TypedDict types each extension's value as a dict; ours is the
+        # transport itself, which responses.abort_connection reads back
+        self.scope["extensions"] = {TRANSPORT_EXTENSION: self.transport}  # type: ignore[dict-item]
 
 
 def make_server(app: Starlette, host: str, port: int) -> uvicorn.Server:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import cast
 
 import uvicorn
 from starlette.requests import Request
@@ -57,4 +58,5 @@ class SimState:
 
 
 def sim_state(request: Request) -> SimState:
-    return request.app.state.sim
+    # app.state is Starlette's untyped namespace; build_app puts the SimState there
+    return cast(SimState, request.app.state.sim)
