@@ -16,7 +16,7 @@ venv: $(BIN)/costgate
 demo: venv
 	$(BIN)/costgate demo
 
-# ruff, the import rules between sub-packages (pyproject's [tool.importlinter]), mypy
+# ruff, the import rules between sub-packages ([tool.importlinter] in pyproject.toml), mypy
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
