@@ -81,7 +81,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         started = start_head(cfg, paths, env)
         print(
             f"Ray head {'started' if started else 'already running'} "
-            f"(dashboard http://127.0.0.1:{cfg.gateway.ray.dashboard_port})"
+            f"(dashboard {environment().ray_dashboard_url(cfg)})"
         )
         deploy(cfg, config_path=path, state_dir=state)
         wait_ready(cfg, timeout_s=args.timeout)

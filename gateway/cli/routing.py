@@ -67,7 +67,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _context(args: argparse.Namespace) -> tuple[Any, str, str]:
     cfg, _ = load_for_command(args.config)
-    dashboard = args.dashboard or f"http://127.0.0.1:{cfg.gateway.ray.dashboard_port}"
+    env = environment()
+    dashboard = args.dashboard or env.ray_dashboard_url(cfg)
     return cfg, dashboard, args.app or cfg.gateway.app_name
 
 
@@ -77,7 +78,8 @@ def _percentages(weights: dict[str, Any]) -> dict[str, float]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from gateway.control.routing_update import RoutingUpdateError, read_live_routing
+    from gateway.control.declarative import RoutingUpdateError
+    from gateway.control.routing_update import read_live_routing
 
     cfg, dashboard, app = _context(args)
     try:
@@ -114,7 +116,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_set(args: argparse.Namespace) -> int:
-    from gateway.control.routing_update import RoutingUpdateError, apply_routing_change
+    from gateway.control.declarative import RoutingUpdateError
+    from gateway.control.routing_update import apply_routing_change
     from gateway.domain.routing_settings import RoutingError, parse_weight_args
 
     cfg, dashboard, app = _context(args)
@@ -125,8 +128,7 @@ def cmd_set(args: argparse.Namespace) -> int:
         return 2
     gateway = None
     if not args.no_confirm_replicas:
-        host = cfg.gateway.host if cfg.gateway.host not in ("0.0.0.0", "::") else "127.0.0.1"
-        gateway = args.gateway or f"http://{host}:{cfg.gateway.port}"
+        gateway = args.gateway or environment().gateway_url(cfg)
     actor = args.actor or f"cli:{getpass.getuser()}"
     try:
         result = apply_routing_change(
