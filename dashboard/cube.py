@@ -87,7 +87,9 @@ def normalize_cube(frame: pd.DataFrame) -> pd.DataFrame:
     for c in COUNTS:
         out[c] = pd.to_numeric(out[c]).fillna(0).astype("int64")
     for c in MONEY:
-        out[c] = [None if _is_missing(v) else Decimal(v) for v in out[c]]
+        # Decimals are objects to pandas: an object Series on the frame's index
+        money = [None if _is_missing(v) else Decimal(v) for v in out[c]]
+        out[c] = pd.Series(money, index=out.index, dtype=object)
     for c in DIMENSIONS[1:]:
         out[c] = [None if _is_missing(v) else str(v) for v in out[c]]
     return out.reset_index(drop=True)
@@ -202,9 +204,10 @@ def rollup(cube: pd.DataFrame, by: list[str], freq: str | None = None) -> pd.Dat
     return out
 
 
-def period_start(buckets: pd.Series, freq: str) -> pd.Series:
+def period_start(buckets: pd.Series[pd.Timestamp], freq: str) -> pd.Series[pd.Timestamp]:
     """The UTC start of each bucket's period; latency histograms share it with the cube."""
     naive = buckets.dt.tz_convert("UTC").dt.tz_localize(None)
+    start: pd.Series[pd.Timestamp]
     if freq == "W":  # ISO weeks start on Monday
         start = naive.dt.normalize() - pd.to_timedelta(naive.dt.day_of_week, unit="D")
     elif freq == "MS":

@@ -12,7 +12,7 @@ sides bin alike.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, SupportsInt, cast
 
 import pandas as pd
 
@@ -27,7 +27,9 @@ def bin_bounds_ms(b: int) -> tuple[float, float]:
     return math.expm1(b / BINS_PER_LN), math.expm1((b + 1) / BINS_PER_LN)
 
 
-def percentile_from_bins(bins: pd.Series, counts: pd.Series, q: float) -> float | None:
+def percentile_from_bins(
+    bins: pd.Series[int], counts: pd.Series[int], q: float
+) -> float | None:
     per_bin = counts.groupby(bins).sum().sort_index()
     total = int(per_bin.sum())
     if total == 0:
@@ -36,7 +38,8 @@ def percentile_from_bins(bins: pd.Series, counts: pd.Series, q: float) -> float 
     seen = 0
     for b, n in per_bin.items():
         if seen + n >= rank:
-            lo, hi = bin_bounds_ms(int(b))
+            # a label of the groupby: one of the bins' int64 values (pandas says Hashable)
+            lo, hi = bin_bounds_ms(int(cast(SupportsInt, b)))
             return lo + (hi - lo) * ((rank - seen) / n if n else 0.0)
         seen += int(n)
     return bin_bounds_ms(int(per_bin.index[-1]))[1]

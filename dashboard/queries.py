@@ -269,7 +269,10 @@ def recent_requests(
 def request_by_id(url: str, request_id: str) -> dict[str, Any] | None:
     sql = f"SELECT {REQUEST_COLUMNS} FROM usage_records r WHERE r.request_id::text = :rid"
     frame = _frame(url, sql, {"rid": request_id.strip().lower()})
-    return None if frame.empty else frame.iloc[0].to_dict()
+    if frame.empty:
+        return None
+    # labels are the SELECT's column names; to_dict also boxes numpy scalars as Python's
+    return {str(column): value for column, value in frame.iloc[0].to_dict().items()}
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
@@ -307,4 +310,4 @@ def key_labels(url: str) -> dict[str, str]:
         "JOIN apps a ON a.id = k.app_id",
         {},
     )
-    return {r.id: f"{r.prefix}… ({r.app})" for r in frame.itertuples()}
+    return {str(r.id): f"{r.prefix}… ({r.app})" for r in frame.itertuples()}  # id::text

@@ -22,6 +22,7 @@ import dataclasses
 import datetime as dt
 import logging
 import os
+import pickle
 import threading
 import time
 from collections.abc import Callable
@@ -72,7 +73,8 @@ class DayStore:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = self._path(day).with_suffix(f".{os.getpid()}.tmp")
-            pd.to_pickle((cube, hist), tmp)
+            with tmp.open("wb") as out:  # what pd.to_pickle writes (absent from pandas-stubs)
+                pickle.dump((cube, hist), out, protocol=pickle.HIGHEST_PROTOCOL)
             tmp.replace(self._path(day))  # atomic: a reader never sees half a file
         except OSError as err:
             log.warning("rollup of %s not saved: %s", day, err)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import TypeAlias, cast
 
 import streamlit as st
 
@@ -12,6 +13,11 @@ from dashboard.filters import DIMENSION_PARAMS, Filters, from_query_params, to_q
 
 FILTERS_KEY = "costgate_filters"
 WIDGET_PREFIX = "filter_"
+
+# What the date range widget returns: its value comes from the (start, end) tuple
+# _initial_filters seeds under its key, not from `value`, so Streamlit's overload for the
+# default value (a single date) does not apply; mid-selection the range has one date.
+DateInput: TypeAlias = dt.date | tuple[()] | tuple[dt.date] | tuple[dt.date, dt.date] | None
 
 
 def utc_today() -> dt.date:
@@ -28,7 +34,8 @@ def _initial_filters() -> Filters:
         st.session_state[WIDGET_PREFIX + "dates"] = (filters.start, filters.end)
         for param, field in DIMENSION_PARAMS.items():
             st.session_state[WIDGET_PREFIX + param] = list(getattr(filters, field))
-    return st.session_state[FILTERS_KEY]
+    # session_state values are Any; this key only ever holds a Filters (here and in render)
+    return cast(Filters, st.session_state[FILTERS_KEY])
 
 
 def render(user: SessionUser, database_url: str) -> Filters:
@@ -40,11 +47,11 @@ def render(user: SessionUser, database_url: str) -> Filters:
             sign_out()
             st.rerun()
         st.subheader("Filters")
-        dates = st.date_input(
+        dates = cast(DateInput, st.date_input(
             "Date range (UTC days)",
             key=WIDGET_PREFIX + "dates",
             max_value=utc_today() + dt.timedelta(days=1),
-        )
+        ))
         start, end = previous.start, previous.end
         if isinstance(dates, tuple | list) and len(dates) == 2:
             start, end = dates

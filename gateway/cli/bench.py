@@ -17,7 +17,7 @@ def _default_api_key() -> str | None:
     return key.get_secret_value() if key else None
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "bench", help="load the gateway and the sim directly; report the overhead",
         description="Send the same bounded load to the gateway and straight to the "

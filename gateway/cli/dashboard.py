@@ -13,7 +13,7 @@ from pathlib import Path
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("dashboard", help="run the Streamlit dashboard")
     p.add_argument("--port", type=int, default=8501)
     p.add_argument("--host", default="127.0.0.1")
@@ -104,10 +104,10 @@ def run_dashboard(args: argparse.Namespace) -> int:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    # become the server: signals (Ctrl-C, a demo's SIGTERM) reach Streamlit directly
+    # become the server: signals (Ctrl-C, a demo's SIGTERM) reach Streamlit directly;
+    # os.execve does not return (it raises OSError if it cannot run Streamlit)
     command = streamlit_command(args.host, args.port)
     os.execve(command[0], command, env)
-    return 0  # not reached
 
 
 def seed_command(args: argparse.Namespace) -> int:
