@@ -63,11 +63,13 @@ def _ours(max_connections: int) -> httpx.AsyncBaseTransport:
 
 
 def _httpx_aiohttp(max_connections: int) -> httpx.AsyncBaseTransport:
+    # only for this comparison, not a dependency of the project: installed by hand
     import httpx_aiohttp
 
-    return httpx_aiohttp.AiohttpTransport(limits=httpx.Limits(
+    transport: httpx.AsyncBaseTransport = httpx_aiohttp.AiohttpTransport(limits=httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_connections,
         keepalive_expiry=30))
+    return transport
 
 
 TRANSPORTS: dict[str, Callable[[int], httpx.AsyncBaseTransport]] = {
