@@ -59,6 +59,8 @@ NAMING_CONVENTION = {
 # Kept in step with gateway.domain.usage_record.RequestStatus / UsageSource (a test checks).
 REQUEST_STATUSES = ("ok", "client_error", "upstream_error", "cancelled")
 USAGE_SOURCES = ("provider", "estimated", "missing")
+# a routing change: sent and not yet settled, live everywhere, refused, or not confirmed
+ROUTING_STATUSES = ("pending", "applied", "failed", "timed_out")
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -212,6 +214,14 @@ class ApiKey(Base):
     prefix: Mapped[str] = mapped_column(Text)  # the first characters, to tell keys apart
     created_at: Mapped[dt.datetime] = _now()
     revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    # the key's scope: models and aliases it may name (NULL: any), its largest `n` and
+    # output-token cap (NULL: none), and when it stops working (NULL: never)
+    allowed_models: Mapped[list[str] | None] = mapped_column(JSONB)
+    max_n: Mapped[int | None] = mapped_column(Integer)
+    max_output_tokens: Mapped[int | None] = mapped_column(Integer)
+    expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    # an admin key reaches the administrative and reporting endpoints
+    is_admin: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
 
 
 class RoutingChange(Base):
@@ -227,5 +237,13 @@ class RoutingChange(Base):
     before: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     after: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     note: Mapped[str | None] = mapped_column(Text)
+    # written as `pending` before the change is sent, updated with its outcome
+    status: Mapped[str] = mapped_column(Text, server_default=text("'applied'"))
+    outcome_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    version_before: Mapped[int | None] = mapped_column(Integer)
+    version_after: Mapped[int | None] = mapped_column(Integer)
 
-    __table_args__ = (Index("ix_routing_changes_changed_at", "changed_at"),)
+    __table_args__ = (
+        Index("ix_routing_changes_changed_at", "changed_at"),
+        CheckConstraint(_in("status", ROUTING_STATUSES), name="status"),
+    )
