@@ -38,11 +38,14 @@ class _Strict(BaseModel):
 
 
 class Timeouts(_Strict):
-    """Seconds. `total` bounds a whole non-streaming call; `read` bounds each gap in a stream."""
+    """Seconds. `total` bounds a whole non-streaming call (and a stream until its headers);
+    `read` bounds each gap in a stream; `stream_total` bounds a whole stream, so one that
+    keeps trickling (or stalls just under `read`) still ends."""
 
     connect: float = Field(default=3.0, gt=0)
     read: float = Field(default=60.0, gt=0)
     total: float = Field(default=120.0, gt=0)
+    stream_total: float = Field(default=600.0, gt=0)
 
 
 class PriceTier(_Strict):

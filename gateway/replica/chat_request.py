@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 from gateway.domain.openai_errors import OpenAIError, bad_request
 
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+# Deeper than any real request: OpenAI's own bodies nest 6-8 levels (tool schemas more);
+# a limit this low keeps every later walk over the body (estimates, re-encoding) cheap.
+MAX_JSON_DEPTH = 64
+# Control characters and lone surrogates: never part of a name, and they break logs,
+# headers and PostgreSQL text (NUL) further down.
+_BAD_IDENTIFIER = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -36,11 +43,45 @@ def parse_json_body(raw: bytes, max_bytes: int) -> Any:
     if not raw:
         raise bad_request("The request body is empty; send a JSON object.", code="invalid_json")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
+    except RecursionError:
+        raise _too_deep() from None
     except (ValueError, UnicodeDecodeError) as err:
         raise bad_request(
             f"The request body is not valid JSON: {err}", code="invalid_json"
         ) from None
+    if json_depth_exceeds(body, MAX_JSON_DEPTH):
+        raise _too_deep()
+    return body
+
+
+def _too_deep() -> OpenAIError:
+    return bad_request(
+        f"The request body nests JSON deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json"
+    )
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether containers nest deeper than `limit`; iterative, and it visits containers
+    only (strings and numbers are not pushed), so a large text costs nothing."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def check_identifier(value: str, param: str) -> None:
+    """Names (model, user, metadata keys) hold no control characters or lone surrogates."""
+    if _BAD_IDENTIFIER.search(value):
+        raise bad_request(
+            f"`{param}` contains control characters or invalid Unicode.", param=param
+        )
 
 
 def _type_name(value: Any) -> str:
@@ -53,6 +94,18 @@ def validate_chat_request(body: Any) -> ChatRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise bad_request("`model` is required and must be a non-empty string.", param="model")
+    check_identifier(model, "model")
+    user = body.get("user")
+    if user is not None:
+        if not isinstance(user, str):
+            raise bad_request("`user` must be a string.", param="user")
+        check_identifier(user, "user")
+    metadata = body.get("metadata")
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise bad_request("`metadata` must be an object.", param="metadata")
+        for key in metadata:
+            check_identifier(key, "metadata")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("`messages` must be a non-empty array.", param="messages")

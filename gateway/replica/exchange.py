@@ -65,6 +65,7 @@ class Exchange:
     upstream_ms: int | None = None
     ttft_ms: int | None = None
     relay_started: bool = False
+    recorded: bool = False  # its one ledger record was handed over
 
     def elapsed_ms(self) -> int:
         return int((time.perf_counter() - self.started) * 1000)

@@ -57,6 +57,9 @@ class Gateway:
     ) -> None:
         from gateway.ledger.writer import RecordWriter
         from gateway.metrics.replica import ReplicaMetrics, render_metrics
+        from gateway.replica import serve_headers
+
+        serve_headers.install()
 
         cfg = load_config(config_path)
         context = serve.get_replica_context()

@@ -26,7 +26,7 @@ from gateway.domain.openai_errors import OpenAIError
 from gateway.domain.pricing import PriceCatalog
 from gateway.domain.routing_settings import RoutingSettings, parse_routing, routing_from_config
 from gateway.domain.usage_record import RequestStatus, UsageSource
-from gateway.providers.adapter import StreamParser
+from gateway.providers.adapter import MalformedReply, StreamParser
 from gateway.providers.client import (
     UpstreamClient,
     UpstreamFailure,
@@ -42,6 +42,7 @@ from gateway.replica.chat_request import parse_json_body, upstream_body, validat
 from gateway.replica.exchange import AttemptHooks, Exchange, RecordSink, utcnow
 from gateway.replica.model_list import list_models
 from gateway.replica.record_builder import build_record
+from gateway.replica.request_body import read_body
 from gateway.replica.stream_relay import relay, relay_response
 from gateway.replica.usage_accounting import Accounted, account
 from gateway.routing.circuit_breaker import BreakerBoard
@@ -148,6 +149,12 @@ class GatewayService:
             except OpenAIError as err:
                 self._finish_error(ex, err)
                 return self._error_response(ex, err)
+            except asyncio.CancelledError:
+                # The client left, or Serve's request timeout passed, before an answer:
+                # the provider bills what it started, so the request is recorded now,
+                # synchronously (an await here could be cancelled too), then cancelled.
+                self._finish_cancelled(ex)
+                raise
             streaming = isinstance(response, StreamingResponse)
             return response
         finally:
@@ -155,15 +162,8 @@ class GatewayService:
                 self.hooks.inflight(-1)
 
     async def _chat(self, request: Request, ex: Exchange) -> Response:
-        declared = request.headers.get("content-length")
         limit = self.cfg.gateway.max_body_bytes
-        if declared and declared.isdigit() and int(declared) > limit:
-            raise OpenAIError(
-                413,
-                f"Request body is {declared} bytes; the limit is {limit} bytes.",
-                code="request_too_large",
-            )
-        req = validate_chat_request(parse_json_body(await request.body(), limit))
+        req = validate_chat_request(parse_json_body(await read_body(request, limit), limit))
         ex.request, ex.requested, ex.stream = req, req.model, req.stream
         ex.plan = self._plan(req.model, request.headers)
         if req.stream:
@@ -263,6 +263,9 @@ class GatewayService:
             except UpstreamFailure:
                 await response.aclose()
                 raise
+            except MalformedReply as err:
+                await response.aclose()
+                raise malformed(provider, str(err)) from None
             except Exception as err:  # noqa: BLE001 - classified for the retry policy
                 await response.aclose()
                 raise failure_from_exception(err, provider) from None
@@ -338,6 +341,12 @@ class GatewayService:
             status = RequestStatus.UPSTREAM_ERROR
         self._finish(ex, status, err.status, err.code, Accounted(None, UsageSource.MISSING))
 
+    def _finish_cancelled(self, ex: Exchange) -> None:
+        """A request cut off before its answer: the prompt counts if an upstream saw it."""
+        messages = ex.request.body.get("messages") if ex.request else None
+        accounted = account(None, messages=messages, completion="")
+        self._finish(ex, RequestStatus.CANCELLED, 499, "client_disconnected", accounted)
+
     def _finish(
         self,
         ex: Exchange,
@@ -346,6 +355,9 @@ class GatewayService:
         error_class: str | None,
         accounted: Accounted,
     ) -> None:
+        if ex.recorded:
+            return  # one record per request, whatever else happens to it
+        ex.recorded = True
         try:
             record = build_record(
                 ex, self.cfg, self.catalog, status, http_status, error_class, accounted

@@ -27,6 +27,8 @@ from gateway.replica.exchange import Exchange
 from gateway.routing.retry_policy import FailureReason
 
 DRAIN_TIMEOUT_S = 1.0
+# the ledger's error class of a stream cut at its overall deadline
+STREAM_DEADLINE = "stream_deadline"
 
 # status, http status, error class, parser: how the stream ended and what it carried
 Outcome = Callable[[RequestStatus, int, str | None, StreamParser], None]
@@ -104,6 +106,9 @@ async def relay(
     ex.relay_started = True
     include_usage = ex.request.include_usage
     public_model = ex.requested
+    # the whole stream's deadline, from the first event on (the headers had their own)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + provider.timeouts.stream_total
     status, http_status = RequestStatus.CANCELLED, 200
     error_class: str | None = "client_disconnected"
     try:
@@ -134,7 +139,8 @@ async def relay(
                 await _drain(raw)
                 break
             try:
-                received = await anext(raw)
+                async with asyncio.timeout_at(deadline):
+                    received = await anext(raw)
             except StopAsyncIteration:
                 pending = list(decoder.flush())
                 if not pending:
@@ -147,6 +153,17 @@ async def relay(
             status, http_status = RequestStatus.UPSTREAM_ERROR, 502
             error_class = FailureReason.RESET.value
             yield stream_error("the upstream stream ended early")
+    except TimeoutError as err:
+        if loop.time() < deadline:  # not ours: a transport's own timeout
+            failure = failure_from_exception(err, provider)
+            status, http_status, error_class = RequestStatus.UPSTREAM_ERROR, 502, failure.reason
+            yield stream_error(f"upstream stream failed: {failure.message}")
+        else:
+            status, http_status = RequestStatus.UPSTREAM_ERROR, 504
+            error_class = STREAM_DEADLINE
+            yield stream_error(
+                f"the upstream stream ran past its {provider.timeouts.stream_total:g} s deadline"
+            )
     except MalformedReply:
         status, http_status = RequestStatus.UPSTREAM_ERROR, 502
         error_class = FailureReason.MALFORMED.value

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gateway.domain.openai_errors import OpenAIError
@@ -65,3 +67,34 @@ def test_json_body_errors():
         assert info.value.status == 400 and info.value.code == "invalid_json"
     with pytest.raises(OpenAIError):
         validate_chat_request([1, 2])
+
+
+@pytest.mark.parametrize("raw", [b"[" * 100_000, b'{"a":' * 5_000 + b"1" + b"}" * 5_000,
+                                 b'{"model": "m", "messages": ' + b"[" * 70 + b"]" * 70 + b"}"])
+def test_deeply_nested_json_is_a_400_not_a_crash(raw):
+    with pytest.raises(OpenAIError) as info:
+        parse_json_body(raw, max_bytes=len(raw) + 1)
+    assert info.value.status == 400 and "deeper than" in info.value.message
+
+
+def test_ordinary_nesting_passes_the_depth_check():
+    body = {"model": "m", "messages": [{"role": "user", "content": [{"type": "text"}]}],
+            "tools": [{"function": {"parameters": {"properties": {"a": {"items": {}}}}}}]}
+    assert parse_json_body(json.dumps(body).encode(), max_bytes=10_000) == body
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("model", "gpt-4.1\x00"), ("model", "gpt\ud800"), ("model", "a\nb"),
+    ("user", "bob\x1b[31m"), ("metadata", {"k\x00": "v"}),
+])
+def test_control_characters_and_lone_surrogates_are_refused_in_names(field, value):
+    body = {"model": "gpt-4.1", "messages": [{"role": "user", "content": "hi"}], field: value}
+    with pytest.raises(OpenAIError) as info:
+        validate_chat_request(body)
+    assert info.value.status == 400 and info.value.param in (field, "model")
+
+
+def test_text_may_hold_any_character():
+    body = {"model": "m", "messages": [{"role": "user", "content": "tab\there\nnewline"}],
+            "user": "alice@example.com", "metadata": {"ticket": "A-1"}}
+    assert validate_chat_request(body).model == "m"

@@ -8,6 +8,7 @@ got, and the one record each request leaves.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
@@ -15,25 +16,29 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
-from gateway.domain.config import default_config_path, load_config
+from gateway.domain.config import Config, default_config_path, load_config, parse_config
 from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
 from gateway.replica.http_api import build_app
 from gateway.replica.service import GatewayService, RecordSink
 
 SECRET = "sk-unit-provider-secret"
-Handler = Callable[[httpx.Request], httpx.Response]
+Handler = Callable[[httpx.Request], Any]  # a Response, or a coroutine giving one
 
 
 class Chunks(httpx.AsyncByteStream):
     """A response body that arrives in pieces, like a network read would deliver it."""
 
-    def __init__(self, parts: list[bytes], *, fail: bool = False) -> None:
+    def __init__(self, parts: list[bytes], *, fail: bool = False, gap_s: float = 0.0) -> None:
         self.parts = parts
         self.fail = fail  # the connection breaks after the parts
+        self.gap_s = gap_s  # a pause before each part after the first
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        for part in self.parts:
+        for i, part in enumerate(self.parts):
+            if i and self.gap_s:
+                await asyncio.sleep(self.gap_s)
             yield part
         if self.fail:
             raise httpx.ReadError("connection reset by peer")
@@ -69,7 +74,7 @@ USAGE_CHUNK = {"id": "c", "object": "chat.completion.chunk", "model": "upstream-
 
 
 class Harness:
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, cfg: Config | None = None) -> None:
         self.seen: list[httpx.Request] = []
         self.records: list[UsageRecord] = []
 
@@ -77,7 +82,7 @@ class Harness:
             self.seen.append(request)
             return handler(request)
 
-        cfg = load_config(default_config_path())
+        cfg = cfg or load_config(default_config_path())
         self.service = GatewayService(
             cfg,
             sink=RecordSink(submit=self.records.append),
@@ -110,8 +115,8 @@ def provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 async def harness_for(provider_keys: None) -> AsyncIterator[Callable[[Handler], Harness]]:
     made: list[Harness] = []
 
-    def make(handler: Handler) -> Harness:
-        made.append(Harness(handler))
+    def make(handler: Handler, cfg: Config | None = None) -> Harness:
+        made.append(Harness(handler, cfg))
         return made[-1]
 
     yield make
@@ -281,3 +286,96 @@ async def test_bad_input_is_refused_before_any_upstream_call(harness_for):
     assert resp.status_code == 404
     assert h.seen == []
     assert [r.http_status for r in h.records] == [400, 404]
+
+
+def config_with(**timeouts: float) -> Config:
+    """The example config with every provider's timeouts changed."""
+    raw = yaml.safe_load(default_config_path().read_text())
+    for provider in raw["providers"]:
+        provider["timeouts"] = {**provider.get("timeouts", {}), **timeouts}
+    return parse_config(raw)
+
+
+async def test_a_request_abandoned_mid_call_leaves_one_cancelled_row_with_its_prompt(
+    harness_for,
+):
+    started = asyncio.Event()
+
+    async def handler(_: httpx.Request) -> httpx.Response:
+        started.set()
+        await asyncio.Event().wait()  # the upstream never answers
+        raise AssertionError("unreachable")
+
+    h = harness_for(handler)
+    call = asyncio.create_task(h.chat({"model": "gpt-4.1", "messages": MESSAGES}))
+    await asyncio.wait_for(started.wait(), 5)
+    call.cancel()  # what Serve does when the client hangs up
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    [record] = h.records
+    assert record.status is RequestStatus.CANCELLED and record.error_class == "client_disconnected"
+    assert record.usage_source is UsageSource.ESTIMATED and record.prompt_tokens > 0
+    assert record.completion_tokens == 0 and record.list_cost_usd is not None
+
+
+async def test_a_request_cancelled_before_any_upstream_call_is_recorded_unpriced(harness_for):
+    h = harness_for(lambda _: httpx.Response(200, json=completion()))
+    gate = asyncio.Event()
+
+    async def slow_body() -> AsyncIterator[bytes]:
+        yield b'{"model": "gpt-4.1",'
+        await gate.wait()
+        yield b'"messages": []}'
+
+    call = asyncio.create_task(h.client.post("/v1/chat/completions", content=slow_body()))
+    await asyncio.sleep(0.1)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    [record] = h.records
+    assert record.status is RequestStatus.CANCELLED and record.attempts == 0
+    assert record.actual_cost is None and h.seen == []
+
+
+async def test_a_chunked_body_over_the_limit_is_refused_while_it_arrives(harness_for):
+    h = harness_for(lambda _: httpx.Response(200, json=completion()))
+    limit = h.service.cfg.gateway.max_body_bytes
+    sent = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal sent
+        while sent < 4 * limit:
+            sent += 65536
+            yield b" " * 65536
+
+    resp = await h.client.post("/v1/chat/completions", content=endless())
+    assert resp.status_code == 413 and resp.json()["error"]["code"] == "request_too_large"
+    assert sent <= limit + 65536  # refused at the limit, not after reading it all
+
+
+async def test_a_json_bomb_is_a_400(harness_for):
+    h = harness_for(lambda _: httpx.Response(200, json=completion()))
+    resp = await h.client.post("/v1/chat/completions", content=b"[" * 100_000)
+    assert resp.status_code == 400 and resp.json()["error"]["code"] == "invalid_json"
+    assert h.seen == []
+
+
+async def test_a_stream_past_its_deadline_is_cut_and_recorded_as_such(harness_for):
+    parts = sse(*[delta("tick") for _ in range(50)], "[DONE]")
+    h = harness_for(lambda _: httpx.Response(200, stream=Chunks(parts, gap_s=0.05)),
+                    cfg=config_with(stream_total=0.3))
+    resp = await h.chat({"model": "gpt-4.1", "messages": MESSAGES, "stream": True}, **PINNED)
+    assert "deadline" in resp.text and not resp.text.endswith("data: [DONE]\n\n")
+    [record] = h.records
+    assert record.status is RequestStatus.UPSTREAM_ERROR and record.error_class == "stream_deadline"
+    assert record.http_status == 504 and record.usage_source is UsageSource.ESTIMATED
+
+
+async def test_an_endless_stream_line_is_malformed_not_buffered(harness_for):
+    first = sse(delta("ok"))
+    h = harness_for(lambda _: httpx.Response(
+        200, stream=Chunks(first + [b"data: " + b"x" * 65536] * 200)))
+    resp = await h.chat({"model": "gpt-4.1", "messages": MESSAGES, "stream": True}, **PINNED)
+    assert "malformed chunk" in resp.text
+    [record] = h.records
+    assert record.error_class == "malformed"
