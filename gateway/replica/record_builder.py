@@ -13,6 +13,12 @@ from gateway.replica.exchange import Exchange, utcnow
 from gateway.replica.usage_accounting import Accounted
 
 
+def ledger_text(value: str) -> str:
+    """Text as PostgreSQL stores it: NUL cannot be stored (and would fail the whole
+    batch's COPY), so it is dropped; an upstream's error code is not ours to trust."""
+    return value.replace("\x00", "") if "\x00" in value else value
+
+
 def build_record(
     ex: Exchange,
     cfg: Config,
@@ -40,14 +46,14 @@ def build_record(
         app=ex.caller.app,
         team=ex.caller.team,
         key_id=ex.caller.key_id,
-        requested_model=ex.requested[:200],
+        requested_model=ledger_text(ex.requested)[:200],
         alias=alias,
         model=model.name if model else None,
         provider=model.provider if model else None,
         stream=ex.stream,
         status=status,
         http_status=http_status,
-        error_class=error_class,
+        error_class=None if error_class is None else ledger_text(error_class)[:200],
         prompt_tokens=usage.prompt_tokens if usage else None,
         cached_prompt_tokens=usage.cached_prompt_tokens if usage else None,
         completion_tokens=usage.completion_tokens if usage else None,

@@ -379,3 +379,12 @@ async def test_an_endless_stream_line_is_malformed_not_buffered(harness_for):
     assert "malformed chunk" in resp.text
     [record] = h.records
     assert record.error_class == "malformed"
+
+
+async def test_an_upstream_error_code_with_nul_is_stored_without_it(harness_for):
+    err = {"error": {"message": "bad", "type": "invalid_request_error", "code": "bad\x00code"}}
+    h = harness_for(lambda _: httpx.Response(400, json=err))
+    resp = await h.chat({"model": "gpt-4.1", "messages": MESSAGES})
+    assert resp.status_code == 400
+    [record] = h.records
+    assert record.error_class == "badcode"
