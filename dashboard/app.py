@@ -1,6 +1,9 @@
 """The dashboard's entry point (`costgate dashboard` runs it): sign-in, then routing.
 
-Pages live in dashboard/pages/, one file each, and share the sidebar rendered here.
+Pages live in dashboard/pages/, one file each, and share the sidebar rendered here. The
+sidebar lists the pages the signed-in role may open; the others stay registered but
+hidden, so that opening one by its URL runs the page's own refusal
+(`components.page.start_page`) instead of silently showing another page.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 
 from dashboard import queries
 from dashboard.components import session, sidebar
+from dashboard.components.page import PAGES as PAGE_SPECS
 from dashboard.settings import load_settings
 
 PAGES = Path(__file__).resolve().parent / "pages"
@@ -21,23 +25,19 @@ settings = load_settings()
 # the default views' daily rollup builds in the background while the user signs in
 queries.warm_rollup(settings.database_url)
 user = session.require_user()
-navigation = st.navigation(
-    {
-        "Finance": [
-            st.Page(
-                PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True
-            ),
-            st.Page(PAGES / "savings.py", title="Savings", icon=":material/savings:"),
-            st.Page(PAGES / "spend.py", title="Spend", icon=":material/receipt_long:"),
-            st.Page(PAGES / "export.py", title="Export", icon=":material/download:"),
-        ],
-        "Ops": [
-            st.Page(PAGES / "latency_errors.py", title="Latency & errors", icon=":material/speed:"),
-            st.Page(PAGES / "routing.py", title="Routing", icon=":material/alt_route:"),
-            st.Page(PAGES / "requests.py", title="Requests", icon=":material/list:"),
-        ],
-    }
-)
+allowed = [spec for spec in PAGE_SPECS if user.can(spec.needs)]
+sections: dict[str, list[st.Page]] = {}
+for spec in PAGE_SPECS:
+    sections.setdefault(spec.section, []).append(
+        st.Page(
+            PAGES / f"{spec.file}.py",
+            title=spec.title,
+            icon=spec.icon,
+            default=spec is allowed[0],  # every role may open at least one page
+            visibility="visible" if spec in allowed else "hidden",
+        )
+    )
+navigation = st.navigation(sections)
 try:
     sidebar.render(user, settings.database_url)
     navigation.run()

@@ -7,6 +7,10 @@ request log. Closed days come from the in-process daily rollup (`dashboard.rollu
 today, and hourly views of short ranges, straight from the ledger.
 Results are cached for `CACHE_TTL_S` seconds per (database, filters); the pages refresh
 on a timer, so a new row shows up within that time.
+
+A team-scoped user's filters carry `team_scope`, which every statement here applies
+(`where_clause`, the rollup's pandas selection, the drill-down by id): the scope is
+enforced where the rows are read, not by what the pages offer.
 """
 
 from __future__ import annotations
@@ -99,6 +103,9 @@ def where_clause(
         "end": end or filters.end_at,
     }
     parts = ["r.started_at >= :start", "r.started_at < :end"]
+    if filters.team_scope is not None:
+        parts.append("r.team = :scope_team")
+        params["scope_team"] = filters.team_scope
     for column, values in (
         ("app", filters.apps),
         ("team", filters.teams),
@@ -208,9 +215,12 @@ def _period(
         )
     today = dt.datetime.combine(dt.datetime.now(dt.UTC).date(), dt.time(), dt.UTC)
     cubes, hists = [], []
-    if start < today:
-        last_closed = min(end, today) - dt.timedelta(days=1)
-        c, h = rollup_for(url).days(start.date(), last_closed.date())
+    # closed days before the ledger's first request hold nothing: neither fetched nor kept
+    first_day = ledger_bounds(url)[0]
+    first = max(start.date(), first_day) if first_day is not None else None
+    last_closed = (min(end, today) - dt.timedelta(days=1)).date()
+    if start < today and first is not None and first <= last_closed:
+        c, h = rollup_for(url).days(first, last_closed)
         cubes.append(c)
         hists.append(h)
     if end > today:
@@ -222,7 +232,11 @@ def _period(
     )
     cube = pd.concat([c for c in cubes if len(c)] or [empty_cube()], ignore_index=True)
     hist = pd.concat([h for h in hists if len(h)] or [empty_histogram()], ignore_index=True)
-    return select(cube, **dims).reset_index(drop=True), select(hist, **dims).reset_index(drop=True)
+    cube, hist = select(cube, **dims), select(hist, **dims)
+    if filters.team_scope is not None:  # on top of any team filter the user picked
+        cube = select(cube, teams=(filters.team_scope,))
+        hist = select(hist, teams=(filters.team_scope,))
+    return cube.reset_index(drop=True), hist.reset_index(drop=True)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
@@ -266,9 +280,14 @@ def recent_requests(
     return _frame(url, sql, params)
 
 
-def request_by_id(url: str, request_id: str) -> dict[str, Any] | None:
+def request_by_id(url: str, request_id: str, *, team: str | None) -> dict[str, Any] | None:
+    """One request by id; `team` (a team-scoped user's) hides other teams' requests."""
     sql = f"SELECT {REQUEST_COLUMNS} FROM usage_records r WHERE r.request_id::text = :rid"
-    frame = _frame(url, sql, {"rid": request_id.strip().lower()})
+    params: dict[str, Any] = {"rid": request_id.strip().lower()}
+    if team is not None:
+        sql += " AND r.team = :team"
+        params["team"] = team
+    frame = _frame(url, sql, params)
     if frame.empty:
         return None
     # labels are the SELECT's column names; to_dict also boxes numpy scalars as Python's
@@ -276,13 +295,40 @@ def request_by_id(url: str, request_id: str) -> dict[str, Any] | None:
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def dimension_values(url: str) -> dict[str, list[str]]:
-    """Values offered by the filter widgets."""
+def dimension_values(url: str, team: str | None = None) -> dict[str, list[str]]:
+    """Values offered by the filter widgets; for a team-scoped user, its team and the
+    apps registered to it (models and providers are the config's, shared by all)."""
     out = {}
-    for column in ("app", "model", "provider"):
+    for column in ("model", "provider") if team is not None else ("app", "model", "provider"):
         out[column] = _frame(url, _DISTINCT_SQL.format(col=column), {})["value"].tolist()
-    out["team"] = _frame(url, "SELECT name AS value FROM teams ORDER BY name", {})["value"].tolist()
+    if team is None:
+        teams = _frame(url, "SELECT name AS value FROM teams ORDER BY name", {})
+        out["team"] = teams["value"].tolist()
+    else:
+        out["team"] = [team]
+        out["app"] = _frame(
+            url,
+            "SELECT a.name AS value FROM apps a JOIN teams t ON t.id = a.team_id "
+            "WHERE t.name = :team ORDER BY a.name",
+            {"team": team},
+        )["value"].tolist()
     return out
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def ledger_bounds(url: str) -> tuple[dt.date | None, dt.date | None]:
+    """UTC days of the ledger's first and last request (None, None when it is empty):
+    two probes of the started_at index."""
+    frame = _frame(
+        url, "SELECT min(started_at) AS first, max(started_at) AS last FROM usage_records", {}
+    )
+    first, last = frame["first"].iloc[0], frame["last"].iloc[0]
+    if first is None or pd.isna(first):
+        return None, None
+    return (
+        pd.Timestamp(first).tz_convert("UTC").date(),
+        pd.Timestamp(last).tz_convert("UTC").date(),
+    )
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

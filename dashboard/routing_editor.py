@@ -1,8 +1,11 @@
-"""The Routing page's logic, pure: weights as tables, an edit turned into a validated change.
+"""The Routing page's logic: weights as tables, an edit turned into a validated change
+(pure), and `apply_change`, the one call that sends it.
 
 A change is validated with `gateway.domain.routing_settings.parse_routing` (the same check the
 update path and `reconfigure()` make) before the confirm step, so ops never confirm a
-change that would be refused.
+change that would be refused. `apply_change` checks the signed-in user again on the
+server before anything is sent: the page hiding the editor from a viewer is not what
+stops a viewer's apply.
 """
 
 from __future__ import annotations
@@ -10,13 +13,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from dashboard.access.guard import authorize
+from dashboard.access.sessions import SessionStore, SessionUser
+from dashboard.auth import Permission, User
+from dashboard.settings import DashboardSettings
 from gateway.domain.config import Config
 from gateway.domain.routing_settings import RoutingError, RoutingSettings, parse_routing
+
+if TYPE_CHECKING:
+    from gateway.control.routing_update import RoutingChangeResult
 
 
 def alias_models(settings: RoutingSettings, cfg: Config, alias: str) -> list[str]:
@@ -88,6 +99,37 @@ def propose_change(
     if all(after.get(m, Decimal(0)) == before.get(m, Decimal(0)) for m in {*after, *before}):
         raise RoutingError("the weights are unchanged")
     return PendingChange(alias=alias, before=before, after=after)
+
+
+def apply_change(
+    user: SessionUser,
+    change: PendingChange,
+    note: str,
+    settings: DashboardSettings,
+    *,
+    users: Mapping[str, User] | None = None,
+    store: SessionStore | None = None,
+) -> RoutingChangeResult:
+    """Apply a confirmed change as `user`, through the path `costgate routing set` uses.
+
+    Raises `PermissionDenied` (nothing sent) unless `user`'s session is open and the
+    configured role may change routing, for every team; `users`/`store` default to the
+    configured ones (tests pass their own). The audit row names the configured user.
+    """
+    who = authorize(user, Permission.ROUTING_EDIT, all_teams=True, users=users, store=store)
+    # imported here: the control plane's client is needed only by those who may apply
+    from gateway.control.routing_update import apply_routing_change
+
+    return apply_routing_change(
+        settings.ray_dashboard_url,
+        settings.app_name,
+        change.alias,
+        change.after,
+        actor=who.name,
+        note=note or None,
+        database_url=settings.database_url,
+        gateway_url=settings.gateway_url,
+    )
 
 
 def _weights_text(value: Any, alias: str | None) -> str:

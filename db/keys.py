@@ -4,6 +4,10 @@ A key is `cg-` + 43 characters of `secrets.token_urlsafe(32)` (256 random bits),
 once at creation. It is stored as an unsalted SHA-256: with that much entropy a salt or
 a slow KDF adds nothing (nobody can brute-force 2^256), and a plain digest lets the
 gateway look a presented key up in a dict in O(1) on every request.
+
+A key may carry a scope (the models and aliases it may name, its largest `n` and
+output-token cap, an expiry) and may be an admin key; the gateway enforces them
+(`gateway.replica.key_scope`), this module only stores them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import datetime as dt
 import hashlib
 import secrets
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Engine, Select, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -36,6 +42,11 @@ class KeyInfo:
     key_id: uuid.UUID
     app: str
     team: str | None
+    allowed_models: tuple[str, ...] | None = None  # None: any model or alias
+    max_n: int | None = None
+    max_output_tokens: int | None = None
+    expires_at: dt.datetime | None = None
+    is_admin: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,6 +57,11 @@ class KeyListing:
     prefix: str
     created_at: dt.datetime
     revoked_at: dt.datetime | None
+    allowed_models: tuple[str, ...] | None = None
+    max_n: int | None = None
+    max_output_tokens: int | None = None
+    expires_at: dt.datetime | None = None
+    is_admin: bool = False
 
 
 def generate_key() -> str:
@@ -68,14 +84,29 @@ def _upsert_named(session: Session, model: type[Team] | type[App], name: str) ->
 
 
 def create_key(
-    engine_or_url: Engine | str | None, app: str, team: str | None = None
+    engine_or_url: Engine | str | None,
+    app: str,
+    team: str | None = None,
+    *,
+    allowed_models: Sequence[str] | None = None,
+    max_n: int | None = None,
+    max_output_tokens: int | None = None,
+    expires_at: dt.datetime | None = None,
+    is_admin: bool = False,
 ) -> tuple[str, KeyListing]:
     """Create a key for `app` (created if new; moved to `team` when one is given).
 
-    Returns the key itself, which is not stored anywhere, and its listing.
+    The scope arguments left at None leave the key unlimited in that respect. Returns the
+    key itself, which is not stored anywhere, and its listing.
     """
     if not app.strip():
         raise ValueError("an app name is required")
+    models = None if allowed_models is None else _model_names(allowed_models)
+    for name, cap in (("max_n", max_n), ("max_output_tokens", max_output_tokens)):
+        if cap is not None and cap < 1:
+            raise ValueError(f"{name} must be at least 1 (got {cap})")
+    if expires_at is not None and expires_at.tzinfo is None:
+        raise ValueError("expires_at needs a time zone")
     key = generate_key()
     key_id = uuid.uuid4()
     with engine_scope(engine_or_url) as engine:
@@ -86,28 +117,80 @@ def create_key(
                 session.execute(update(App).where(App.id == app_id).values(team_id=team_id))
             session.add(
                 ApiKey(
-                    id=key_id, app_id=app_id, key_hash=hash_key(key), prefix=key[:SHOWN_PREFIX_LEN]
+                    id=key_id,
+                    app_id=app_id,
+                    key_hash=hash_key(key),
+                    prefix=key[:SHOWN_PREFIX_LEN],
+                    allowed_models=models,
+                    max_n=max_n,
+                    max_output_tokens=max_output_tokens,
+                    expires_at=expires_at,
+                    is_admin=is_admin,
                 )
             )
         return key, _listing(engine, key_id)
 
 
+def _model_names(names: Sequence[str]) -> list[str]:
+    """Stripped, de-duplicated, in the order given; an empty scope would be a dead key."""
+    if isinstance(names, str):  # a str is a Sequence too: "gpt-4o" is not 6 model names
+        raise TypeError("allowed_models is a list of names, not one string")
+    out = list(dict.fromkeys(n.strip() for n in names if n.strip()))
+    if not out:
+        raise ValueError("allowed_models needs at least one model or alias name")
+    return out
+
+
 def _listing(engine: Engine, key_id: uuid.UUID) -> KeyListing:
     with engine.connect() as conn:
-        return KeyListing(*conn.execute(_listing_query().where(ApiKey.id == key_id)).one())
+        return _as_listing(conn.execute(_listing_query().where(ApiKey.id == key_id)).one())
 
 
 # columns in KeyListing's order (the team is NULL for an app without one)
-_Listing = Select[uuid.UUID, str, str, str, dt.datetime, dt.datetime | None]
+_Listing = Select[
+    uuid.UUID,
+    str,
+    str,
+    str,
+    dt.datetime,
+    dt.datetime | None,
+    list[str] | None,
+    int | None,
+    int | None,
+    dt.datetime | None,
+    bool,
+]
 
 
 def _listing_query() -> _Listing:
     query: _Listing = (
-        select(ApiKey.id, App.name, Team.name, ApiKey.prefix, ApiKey.created_at, ApiKey.revoked_at)
+        select(
+            ApiKey.id,
+            App.name,
+            Team.name,
+            ApiKey.prefix,
+            ApiKey.created_at,
+            ApiKey.revoked_at,
+            ApiKey.allowed_models,
+            ApiKey.max_n,
+            ApiKey.max_output_tokens,
+            ApiKey.expires_at,
+            ApiKey.is_admin,
+        )
         .join(App, ApiKey.app_id == App.id)
         .outerjoin(Team, App.team_id == Team.id)
     )
     return query
+
+
+def _as_listing(row: Any) -> KeyListing:
+    key_id, app, team, prefix, created, revoked, models, max_n, max_out, expires, admin = row
+    scope = (_models(models), max_n, max_out, expires, bool(admin))
+    return KeyListing(key_id, app, team, prefix, created, revoked, *scope)
+
+
+def _models(stored: list[str] | None) -> tuple[str, ...] | None:
+    return None if stored is None else tuple(stored)
 
 
 def list_keys(
@@ -118,7 +201,7 @@ def list_keys(
         query = query.where(ApiKey.revoked_at.is_(None))
     with engine_scope(engine_or_url) as engine, engine.connect() as conn:
         rows = conn.execute(query).all()
-    return [KeyListing(*row) for row in rows]
+    return [_as_listing(row) for row in rows]
 
 
 def revoke_key(engine_or_url: Engine | str | None, key_id: str) -> KeyListing:
@@ -146,13 +229,27 @@ def revoke_key(engine_or_url: Engine | str | None, key_id: str) -> KeyListing:
 
 
 def load_active_keys(engine_or_url: Engine | str | None = None) -> dict[str, KeyInfo]:
-    """hash -> who the key belongs to, for every key not revoked (the gateway's auth table)."""
+    """hash -> who the key belongs to and its scope, for every key not revoked (the
+    gateway's auth table). Expired keys are in it: the gateway tells their holders so."""
     query = (
-        select(ApiKey.key_hash, ApiKey.id, App.name, Team.name)
+        select(
+            ApiKey.key_hash,
+            ApiKey.id,
+            App.name,
+            Team.name,
+            ApiKey.allowed_models,
+            ApiKey.max_n,
+            ApiKey.max_output_tokens,
+            ApiKey.expires_at,
+            ApiKey.is_admin,
+        )
         .join(App, ApiKey.app_id == App.id)
         .outerjoin(Team, App.team_id == Team.id)
         .where(ApiKey.revoked_at.is_(None))
     )
     with engine_scope(engine_or_url) as engine, engine.connect() as conn:
         rows = conn.execute(query).all()
-    return {h: KeyInfo(key_id=i, app=a, team=t) for h, i, a, t in rows}
+    return {
+        h: KeyInfo(i, a, t, _models(models), max_n, max_out, expires, bool(admin))
+        for h, i, a, t, models, max_n, max_out, expires, admin in rows
+    }

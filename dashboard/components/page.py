@@ -1,4 +1,9 @@
-"""What every page starts with: its title, the period said in UTC, the empty state."""
+"""What every page starts with: the role check, its title, the period in UTC, the empty state.
+
+`PAGES` says which permission each page needs: `app.py` lists in the sidebar only the
+pages the signed-in role may open, and `start_page` refuses the others on the server,
+so a page opened by its URL checks the role too.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,32 @@ from collections.abc import Callable
 import streamlit as st
 
 from dashboard import queries
-from dashboard.components.session import SessionUser, current_user
+from dashboard.auth import Permission
+from dashboard.components.session import SessionUser, checked_user
 from dashboard.components.sidebar import FILTERS_KEY
 from dashboard.filters import Filters
 from dashboard.settings import DashboardSettings, load_settings
+
+
+@dataclasses.dataclass(frozen=True)
+class PageSpec:
+    file: str  # dashboard/pages/<file>.py
+    title: str
+    icon: str
+    section: str
+    needs: Permission
+
+
+PAGES = (
+    PageSpec("overview", "Overview", ":material/dashboard:", "Finance", Permission.SPEND),
+    PageSpec("savings", "Savings", ":material/savings:", "Finance", Permission.SPEND),
+    PageSpec("spend", "Spend", ":material/receipt_long:", "Finance", Permission.SPEND),
+    PageSpec("export", "Export", ":material/download:", "Finance", Permission.EXPORT),
+    PageSpec("latency_errors", "Latency & errors", ":material/speed:", "Ops", Permission.LATENCY),
+    PageSpec("routing", "Routing", ":material/alt_route:", "Ops", Permission.ROUTING_VIEW),
+    PageSpec("requests", "Requests", ":material/list:", "Ops", Permission.REQUESTS),
+)
+_BY_TITLE = {page.title: page for page in PAGES}
 
 EMPTY_LEDGER = (
     "**No requests recorded yet.** Start the demo with `make demo` (or `costgate demo`): "
@@ -33,10 +60,18 @@ class PageContext:
 
 
 def start_page(title: str, with_period: bool = True) -> PageContext:
-    user = current_user()
-    if user is None:  # a page file run on its own, outside app.py
+    """The page's context; a role that may not see the page gets a refusal and the run
+    stops. The session is checked again here, on the server, not taken from app.py."""
+    user = checked_user()
+    if user is None:  # signed out, or a page file run on its own, outside app.py
         st.stop()
-    ctx = PageContext(load_settings(), st.session_state[FILTERS_KEY], user)
+    if not user.can(_BY_TITLE[title].needs):
+        st.title(title)
+        st.error(f"{title} is not available to {user.name} ({user.role}).")
+        st.stop()
+    # the user's team, from the server's check, scopes every query the page makes
+    filters = dataclasses.replace(st.session_state[FILTERS_KEY], team_scope=user.team)
+    ctx = PageContext(load_settings(), filters, user)
     st.title(title)
     if with_period:
         st.caption(f"Period: {ctx.filters.label()} · all times UTC")

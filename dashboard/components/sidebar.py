@@ -1,4 +1,9 @@
-"""The sidebar every page shares: filters (mirrored into the URL), refresh, the user."""
+"""The sidebar every page shares: filters (mirrored into the URL), refresh, the user.
+
+The date range is clamped (`dashboard.filters.clamp`) to the ledger's data and a
+maximum span, both when a URL asks for it and when the date widget picks it, with a
+note under the widget saying what was cut.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,17 @@ import streamlit as st
 
 from dashboard import queries
 from dashboard.components.session import SessionUser, sign_out
-from dashboard.filters import DIMENSION_PARAMS, Filters, from_query_params, to_query_params
+from dashboard.filters import (
+    DIMENSION_PARAMS,
+    Filters,
+    clamp,
+    from_query_params,
+    to_query_params,
+)
 
 FILTERS_KEY = "costgate_filters"
 WIDGET_PREFIX = "filter_"
+CLAMP_NOTE_KEY = "costgate_clamp_note"
 
 # What the date range widget returns: its value comes from the (start, end) tuple
 # _initial_filters seeds under its key, not from `value`, so Streamlit's overload for the
@@ -24,12 +36,30 @@ def utc_today() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
 
 
-def _initial_filters() -> Filters:
+def _clamped(filters: Filters, database_url: str) -> Filters:
+    first, last = queries.ledger_bounds(database_url)
+    clamped, note = clamp(filters, first, last, utc_today())
+    st.session_state[CLAMP_NOTE_KEY] = note
+    return clamped
+
+
+def _clamp_picked_dates(database_url: str) -> None:
+    """The date widget's on_change: a picked range is clamped before the script runs
+    (the one moment Streamlit lets a widget's own value be changed)."""
+    key = WIDGET_PREFIX + "dates"
+    dates = st.session_state.get(key)
+    if isinstance(dates, tuple | list) and len(dates) == 2:
+        picked = Filters(start=dates[0], end=dates[1])
+        clamped = _clamped(picked, database_url)
+        st.session_state[key] = (clamped.start, clamped.end)
+
+
+def _initial_filters(database_url: str) -> Filters:
     """From the URL on a session's first run; afterwards from the widgets."""
     if FILTERS_KEY not in st.session_state:
         params = {k: st.query_params.get_all(k) for k in st.query_params}
         flat = {k: v[-1] if len(v) == 1 else v for k, v in params.items()}
-        filters = from_query_params(flat, utc_today())
+        filters = _clamped(from_query_params(flat, utc_today()), database_url)
         st.session_state[FILTERS_KEY] = filters
         st.session_state[WIDGET_PREFIX + "dates"] = (filters.start, filters.end)
         for param, field in DIMENSION_PARAMS.items():
@@ -39,10 +69,14 @@ def _initial_filters() -> Filters:
 
 
 def render(user: SessionUser, database_url: str) -> Filters:
-    previous = _initial_filters()
-    options = queries.dimension_values(database_url)
+    previous = _initial_filters(database_url)
+    options = queries.dimension_values(database_url, user.team)
+    if user.team is not None:  # a team-scoped user picks among its own team only
+        key = WIDGET_PREFIX + "team"
+        st.session_state[key] = [t for t in st.session_state.get(key, []) if t == user.team]
     with st.sidebar:
-        st.caption(f"Signed in as **{user.name}** ({user.role})")
+        scope = f" · team {user.team}" if user.team else ""
+        st.caption(f"Signed in as **{user.name}** ({user.role}{scope})")
         if st.button("Sign out", key="sign_out"):
             sign_out()
             st.rerun()
@@ -51,7 +85,11 @@ def render(user: SessionUser, database_url: str) -> Filters:
             "Date range (UTC days)",
             key=WIDGET_PREFIX + "dates",
             max_value=utc_today() + dt.timedelta(days=1),
+            on_change=_clamp_picked_dates,
+            args=(database_url,),
         ))
+        if note := st.session_state.get(CLAMP_NOTE_KEY):
+            st.info(note)
         start, end = previous.start, previous.end
         if isinstance(dates, tuple | list) and len(dates) == 2:
             start, end = dates
@@ -64,7 +102,10 @@ def render(user: SessionUser, database_url: str) -> Filters:
             chosen[field] = tuple(st.multiselect(param.capitalize(), values, key=key))
         st.caption("All dates and times are UTC.")
         st.toggle("Auto-refresh", value=True, key="auto_refresh")
-    filters = Filters(start=start, end=end, **chosen)
+    # clamped again: a range the widget kept from before the ledger changed stays in bounds
+    first, last = queries.ledger_bounds(database_url)
+    dated, _ = clamp(Filters(start=start, end=end), first, last, utc_today())
+    filters = Filters(start=dated.start, end=dated.end, team_scope=user.team, **chosen)
     st.session_state[FILTERS_KEY] = filters
     wanted = to_query_params(filters)
     if {k: st.query_params.get(k) for k in st.query_params} != wanted:

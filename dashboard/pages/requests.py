@@ -35,7 +35,7 @@ LOG_COLUMNS = [
 
 
 def show_record(rid: str) -> None:
-    record = queries.request_by_id(ctx.url, rid)
+    record = queries.request_by_id(ctx.url, rid, team=ctx.user.team)
     if record is None:
         st.warning(f"No request with id {rid.strip()!r}.")
         return

@@ -1,14 +1,18 @@
-"""Routing: live weights per alias from the running Serve app; ops edit them, with a confirm
-step, through the one update path `costgate routing set` also uses; the change history."""
+"""Routing: live weights per alias from the running Serve app; ops and admins edit them, with
+a confirm step, through the one update path `costgate routing set` also uses (the role is
+checked again on the server when the change is applied); the change history."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dashboard import queries
+from dashboard.access.guard import PermissionDenied
+from dashboard.auth import Permission
 from dashboard.components.page import start_page
 from dashboard.routing_editor import (
     PendingChange,
+    apply_change,
     history_frame,
     propose_change,
     weights_frame,
@@ -29,21 +33,6 @@ def live_settings() -> tuple[RoutingSettings, str | None]:
         return read_routing(ctx.settings.ray_dashboard_url, ctx.settings.app_name), None
     except Exception as err:  # noqa: BLE001 - any failure: say so, show the config's
         return routing_from_config(cfg), f"{type(err).__name__}: {err}"
-
-
-def apply(change: PendingChange, note: str) -> None:
-    from gateway.control.routing_update import apply_routing_change
-
-    apply_routing_change(
-        ctx.settings.ray_dashboard_url,
-        ctx.settings.app_name,
-        change.alias,
-        change.after,
-        actor=ctx.user.name,
-        note=note or None,
-        database_url=ctx.url,
-        gateway_url=ctx.settings.gateway_url,
-    )
 
 
 settings, unreachable = live_settings()
@@ -70,8 +59,15 @@ st.subheader("Change weights")
 if FLASH_KEY in st.session_state:
     st.success(st.session_state.pop(FLASH_KEY))
     st.session_state.pop("routing_note", None)  # the next change starts with an empty note
-if not ctx.user.can_edit_routing:
-    st.info(f"Signed in as {ctx.user.name} ({ctx.user.role}): only ops can change routing.")
+if not ctx.user.can(Permission.ROUTING_EDIT):
+    st.info(
+        f"Signed in as {ctx.user.name} ({ctx.user.role}): only ops and admins can change routing."
+    )
+elif ctx.user.team is not None:
+    st.info(
+        f"Signed in as {ctx.user.name} for team {ctx.user.team}: routing applies to every "
+        "team, so only a user without a team can change it."
+    )
 elif unreachable:
     st.info("Weights can be changed only while the gateway is running.")
 else:
@@ -104,7 +100,10 @@ else:
         if confirm.button("Confirm and apply", type="primary", key="routing_confirm"):
             try:
                 with st.spinner("Applying: waiting until every replica runs the new weights…"):
-                    apply(pending, note)
+                    apply_change(ctx.user, pending, note, ctx.settings)
+            except PermissionDenied as err:
+                st.session_state.pop(PENDING_KEY, None)
+                st.error(f"Not applied: {err}")
             except Exception as err:  # noqa: BLE001 - the update path says what went wrong
                 st.error(f"Not applied: {err}")
             else:

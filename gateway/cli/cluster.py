@@ -65,23 +65,29 @@ def cmd_up(args: argparse.Namespace) -> int:
         deploy,
         gateway_url,
         start_head,
+        token_location,
         wait_ready,
     )
+    from gateway.control.control_key import ensure_control_key
 
     cfg, path = _load(args)
     t0 = time.monotonic()
     state = _state_dir()
     url = migrated_database_url()
     sync_prices(url, cfg)
+    # before the replicas start: their first key load then already holds it
+    admin_key_file = ensure_control_key(url, state)
     env = dict(os.environ)
     env["DATABASE_URL"] = url
     env["COSTGATE_STATE_DIR"] = str(state)
     paths = ClusterPaths(state)
     try:
         started = start_head(cfg, paths, env)
+        # where the token is, never the token: the Ray dashboard's page asks for it
         print(
             f"Ray head {'started' if started else 'already running'} "
-            f"(dashboard {environment().ray_dashboard_url(cfg)})"
+            f"(dashboard {environment().ray_dashboard_url(cfg)}, "
+            f"token: {token_location(paths, env)})"
         )
         deploy(cfg, config_path=path, state_dir=state)
         wait_ready(cfg, timeout_s=args.timeout)
@@ -89,6 +95,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"costgate up: {err}", file=sys.stderr)
         return 1
     print(f"gateway ready at {gateway_url(cfg)}/v1 in {time.monotonic() - t0:.1f} s", flush=True)
+    if admin_key_file is not None:
+        print(f"the control plane's admin key is in {admin_key_file} (mode 600)", flush=True)
     if args.foreground:
         _wait_for_stop_signal()
         print("stopping", flush=True)

@@ -50,7 +50,7 @@ def hash_password_command(args: argparse.Namespace) -> int:
 
 
 def dashboard_env(environ: dict[str, str], config: str | None) -> tuple[dict[str, str], str | None]:
-    """The server's environment; without configured users, a one-time `admin` ops user.
+    """The server's environment; without configured users, a one-time `admin` user.
 
     Returns the environment and the generated password (None when users are configured).
     """
@@ -62,8 +62,28 @@ def dashboard_env(environ: dict[str, str], config: str | None) -> tuple[dict[str
     if env.get(USERS_ENV) or env.get(USERS_FILE_ENV):
         return env, None
     password = secrets.token_urlsafe(12)
-    env[USERS_ENV] = f"admin:ops:{hash_password(password)}"
+    env[USERS_ENV] = f"admin:admin:{hash_password(password)}"
     return env, password
+
+
+def sign_in_problem(env: dict[str, str]) -> str | None:
+    """Why the dashboard's sign-in could not work with `env` (a users entry that is
+    refused, such as a bare SHA-256 digest; an unusable session secret), or None.
+
+    Checked before the server starts, so that the error reaches the terminal naming the
+    user (never the hash) instead of waiting on the sign-in page. It also makes the state
+    dir's session secret, once, before several processes could race to.
+    """
+    from dashboard.access.sessions import SessionConfigError, load_secret
+    from dashboard.auth import AuthConfigError, load_users
+    from gateway.domain.environment import Environment
+
+    try:
+        load_users(env)
+        load_secret(Environment.model_validate(env))
+    except (AuthConfigError, SessionConfigError) as err:
+        return str(err)
+    return None
 
 
 def streamlit_command(host: str, port: int) -> list[str]:
@@ -88,6 +108,10 @@ def streamlit_command(host: str, port: int) -> list[str]:
 
 def run_dashboard(args: argparse.Namespace) -> int:
     env, password = dashboard_env(dict(os.environ), args.config)
+    problem = sign_in_problem(env)
+    if problem is not None:
+        print(f"costgate dashboard: cannot start: {problem}", file=sys.stderr)
+        return 2
     print(f"costgate dashboard: http://{args.host}:{args.port}", flush=True)
     if password is not None:
         print(

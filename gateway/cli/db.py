@@ -8,6 +8,7 @@ Each works on DATABASE_URL, or on the embedded PostgreSQL under the state direct
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,31 @@ def register(sub: Any) -> None:
     create = ksub.add_parser("create", help="create a key for an app; prints it once")
     create.add_argument("--app", required=True)
     create.add_argument("--team", default=None)
+    create.add_argument(
+        "--models",
+        type=_names,
+        default=None,
+        metavar="M1,ALIAS2",
+        help="the only models and aliases the key may use (default: any)",
+    )
+    create.add_argument("--max-n", type=_positive, default=None, help="largest `n` (choices)")
+    create.add_argument(
+        "--max-output-tokens",
+        type=_positive,
+        default=None,
+        help="largest max_tokens / max_completion_tokens a request may ask for",
+    )
+    create.add_argument(
+        "--expires",
+        type=_expiry,
+        default=None,
+        metavar="YYYY-MM-DD",
+        help="the key stops working at 00:00 UTC on this day",
+    )
+    create.add_argument(
+        "--admin", action="store_true", help="an admin key: also reaches /costgate/routing"
+    )
+    add_config_option(create)
     create.set_defaults(func=cmd_keys_create)
     listing = ksub.add_parser("list", help="list keys (never the keys themselves)")
     listing.add_argument("--active", action="store_true", help="hide revoked keys")
@@ -49,6 +75,34 @@ def register(sub: Any) -> None:
     bench = sub.add_parser("ledger-bench", help="measure the record writer's rows/s (bounded)")
     add_arguments(bench)
     bench.set_defaults(func=cmd_ledger_bench)
+
+
+def _names(value: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one model or alias name")
+    return names
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {number})")
+    return number
+
+
+def _expiry(value: str) -> dt.datetime:
+    try:
+        day = dt.date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {value!r}") from None
+    at = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+    if at <= dt.datetime.now(dt.UTC):
+        raise argparse.ArgumentTypeError(f"{value} is not in the future: the key would be dead")
+    return at
 
 
 def _database() -> str:
@@ -96,21 +150,63 @@ def cmd_prices_sync(args: argparse.Namespace) -> int:
 def cmd_keys_create(args: argparse.Namespace) -> int:
     from db.keys import create_key
 
-    key, listing = create_key(_database(), args.app, team=args.team)
+    if args.models is not None:
+        _warn_unknown_models(args.models, args.config)
+    key, listing = create_key(
+        _database(),
+        args.app,
+        team=args.team,
+        allowed_models=args.models,
+        max_n=args.max_n,
+        max_output_tokens=args.max_output_tokens,
+        expires_at=args.expires,
+        is_admin=args.admin,
+    )
     print(key)
     print(
-        f"key {listing.key_id} for app {listing.app!r}"
+        f"{'admin key' if listing.is_admin else 'key'} {listing.key_id} for app {listing.app!r}"
         + (f" (team {listing.team!r})" if listing.team else "")
-        + ": shown once, store it now",
+        + f", {_scope(listing)}: shown once, store it now",
         file=sys.stderr,
     )
     return 0
 
 
+def _warn_unknown_models(names: tuple[str, ...], config: Path | None) -> None:
+    """A name the config does not know is most likely a typo, but the model may be about
+    to be added, and keys are managed where the config may not be: a warning only."""
+    from gateway.domain.config import ConfigError, default_config_path, load_config
+
+    try:
+        known = set(load_config(config or default_config_path()).public_names())
+    except ConfigError:
+        return
+    unknown = [m for m in names if m not in known]
+    if unknown:
+        print(
+            f"costgate keys create: warning: not in the config: {', '.join(unknown)}",
+            file=sys.stderr,
+        )
+
+
+def _scope(k: Any) -> str:
+    """A key's scope in a few words, for its listing."""
+    parts = [
+        "models " + ",".join(k.allowed_models) if k.allowed_models is not None else "any model"
+    ]
+    if k.max_n is not None:
+        parts.append(f"n<={k.max_n}")
+    if k.max_output_tokens is not None:
+        parts.append(f"output<={k.max_output_tokens}")
+    if k.expires_at is not None:
+        parts.append("expires " + k.expires_at.strftime("%Y-%m-%d %H:%M"))
+    return " ".join(parts)
+
+
 def cmd_keys_list(args: argparse.Namespace) -> int:
     from db.keys import list_keys
 
-    rows = [("ID", "APP", "TEAM", "PREFIX", "CREATED", "REVOKED")]
+    rows = [("ID", "APP", "TEAM", "PREFIX", "CREATED", "REVOKED", "ADMIN", "SCOPE")]
     for k in list_keys(_database(), include_revoked=not args.active):
         rows.append(
             (
@@ -120,6 +216,8 @@ def cmd_keys_list(args: argparse.Namespace) -> int:
                 k.prefix + "…",
                 k.created_at.strftime("%Y-%m-%d %H:%M"),
                 k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "-",
+                "yes" if k.is_admin else "-",
+                _scope(k),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

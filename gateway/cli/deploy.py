@@ -1,4 +1,5 @@
-"""`costgate k8s-manifest`: KubeRay manifests from the same config file as `costgate up`."""
+"""`costgate k8s-manifest`: KubeRay manifests from the same config file as `costgate up`;
+`costgate check-secrets`: refuse to start a deployment whose secrets are still placeholders."""
 
 from __future__ import annotations
 
@@ -27,6 +28,33 @@ def register(sub: Any) -> None:
     )
     p.add_argument("-o", "--output", type=Path, help="write here instead of standard output")
     p.set_defaults(func=cmd_k8s_manifest)
+
+    check = sub.add_parser(
+        "check-secrets",
+        help="fail if a named secret is unset or still an example placeholder",
+        description="docker compose runs this before every other service: a stack whose "
+        ".env still holds example.env's placeholders does not start. Values are never shown.",
+    )
+    check.add_argument("names", nargs="+", metavar="VAR", help="environment variables to check")
+    check.set_defaults(func=cmd_check_secrets)
+
+
+def cmd_check_secrets(args: argparse.Namespace) -> int:
+    import os
+
+    from gateway.domain.environment import secret_problems
+
+    problems = secret_problems(os.environ, args.names)
+    for problem in problems:
+        print(f"costgate check-secrets: {problem}", file=sys.stderr)
+    if problems:
+        print(
+            "costgate check-secrets: edit .env (copied from example.env) and start again",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"costgate check-secrets: {len(args.names)} secrets set", file=sys.stderr)
+    return 0
 
 
 def _workers(spec: str) -> tuple[int, int, int]:

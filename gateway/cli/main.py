@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "gateway.cli.routing",  # routing show|set
     "gateway.cli.dashboard",  # dashboard, seed
     "gateway.cli.deploy",  # k8s-manifest
+    "gateway.cli.chaos",  # chaos (failure scenarios, soak)
 )
 
 

@@ -3,7 +3,7 @@
     costgate routing show [--app NAME] [--json]
     costgate routing set auto deepseek-v3.2=0 gemini-2.5-flash=0 claude-sonnet-4.5=100 \\
         --note "deepseek incident" [--actor NAME]
-    costgate routing history [--alias auto] [--limit 20]
+    costgate routing history [--alias auto] [--limit 20]   # with each change's outcome
 
 `set` goes through `gateway.control.routing_update`, the same path as the dashboard's editor:
 validated before anything is sent, rolled out in place, confirmed on every replica,
@@ -174,7 +174,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         print("no routing changes recorded")
     for r in rows:
         when = r.changed_at.strftime("%Y-%m-%d %H:%M:%S %Z")
-        print(f"#{r.id} {when} {r.actor} {r.alias or '(settings)'}: {r.before} → {r.after}")
+        # the settings versions the change went from and to; rows from before they were
+        # recorded have none
+        versions = (
+            f" v{r.version_before}→v{r.version_after}" if r.version_before is not None else ""
+        )
+        print(
+            f"#{r.id} {when} {r.status.upper()}{versions} {r.actor} "
+            f"{r.alias or '(settings)'}: {r.before} → {r.after}"
+        )
         if r.note:
             print(f"    {r.note}")
     return 0

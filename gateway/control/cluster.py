@@ -1,13 +1,21 @@
 """`costgate up` / `costgate down`: a Ray head of our own, and the gateway deployed on it.
 
-Ray's defaults do not fit these machines (Redis holds 6379, and `ray stop` would kill
-every Ray on the host, other users' included), so the head gets its own ports and its
-own temp dir, and `down` stops exactly the processes under that temp dir, after Serve
-has shut the replicas down gracefully (they flush their ledger buffers then).
+Ray's defaults do not fit these machines (Redis holds 6379, and Ray's own stop command
+kills every Ray on the host, other users' included), so the head gets its own ports and
+its own temp dir, and `down` stops exactly the processes under that temp dir, after
+Serve has shut the replicas down gracefully (they flush their ledger buffers then).
+
+The head always runs with Ray's token auth (`RAY_AUTH_MODE=token` in the environment of
+`ray start`, which every Ray process it starts inherits): without it anyone who reaches
+the dashboard port can deploy code. The token is the caller's `RAY_AUTH_TOKEN` when set
+(containers, where a secret store hands it over), else the file `RAY_AUTH_TOKEN_PATH`
+names, else one generated once into `<state dir>/ray/auth_token` (mode 600) and handed to
+Ray as `RAY_AUTH_TOKEN_PATH`: Ray then never writes or reads `~/.ray/auth_token`, which a
+plain `ray.init()` of anyone on the machine could share.
 
 Everything talks to Ray through its dashboard's REST API, the same one `serve deploy`
-and KubeRay use, with the one client of it (`gateway.control.serve_admin`): with Ray's
-token auth on, the token goes in every call.
+and KubeRay use, with the one client of it (`gateway.control.serve_admin`), which finds
+the token the same way (`Environment.ray_token()`) and sends it in every call.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -31,7 +41,7 @@ from gateway.control.declarative import RoutingUpdateError, live_routing
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.control.serve_config import serve_config
 from gateway.domain.config import Config
-from gateway.domain.environment import environment
+from gateway.domain.environment import environment, ray_token_file, secret_problems
 from gateway.domain.routing_settings import RoutingError, RoutingSettings
 
 CLUSTER_MARKER_ENV = "COSTGATE_RAY_TEMP_DIR"
@@ -63,6 +73,10 @@ class ClusterPaths:
     def record(self) -> Path:
         return self.state_dir / "cluster.json"
 
+    @property
+    def token_file(self) -> Path:
+        return ray_token_file(self.state_dir)
+
 
 def dashboard_url(cfg: Config) -> str:
     return environment().ray_dashboard_url(cfg)
@@ -73,12 +87,32 @@ def gateway_url(cfg: Config) -> str:
 
 
 def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
-    """Start a Ray head unless one answers on the dashboard port; True if we started it."""
+    """Start a Ray head unless one answers on the dashboard port; True if we started it.
+
+    A head that answers but refuses our token is someone else's (or was started with
+    another token): we say so rather than try to start a second one on its ports.
+    """
     url = dashboard_url(cfg)
+    auth_env = ray_auth_env(paths, env)
+    # this process's own calls read the token the way every client does; a token we just
+    # generated is in the state dir's file, where Environment.ray_token() looks
     with ServeAdmin(url) as admin:
-        if admin.is_up():
+        status = admin.version_status()
+        if status is not None and 200 <= status < 300:
+            if admin.authentication_mode() == "disabled":
+                # a head from before token auth, or started by hand: it runs whatever
+                # anyone who reaches its dashboard sends, so we do not deploy onto it
+                raise ClusterError(
+                    f"the Ray head at {url} runs without token auth; stop it "
+                    "(`costgate down`) and run `costgate up` again"
+                )
             return False
-        _ray_start(cfg, paths, env)
+        if status in (401, 403):
+            raise ClusterError(
+                f"a Ray dashboard answers at {url} but refuses our token (HTTP {status}); "
+                "stop that cluster, or set RAY_AUTH_TOKEN to its token"
+            )
+        _ray_start(cfg, paths, {**env, **auth_env})
         paths.record.write_text(
             json.dumps({"temp_dir": str(paths.temp_dir), "dashboard": url, "started_by_us": True})
         )
@@ -88,6 +122,53 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
                 raise ClusterError(f"Ray's dashboard did not answer at {url}")
             time.sleep(0.5)
     return True
+
+
+def ray_auth_env(paths: ClusterPaths, env: dict[str, str]) -> dict[str, str]:
+    """The variables that put `ray start` and every Ray process in token mode, with a token.
+
+    The token is generated at most once per state dir and kept in a file only we can
+    read; a file that exists is reused (its mode tightened), so clients keep working
+    across `down` and `up`.
+    """
+    given = env.get("RAY_AUTH_TOKEN", "").strip()
+    if given:
+        problems = secret_problems({"RAY_AUTH_TOKEN": given}, ["RAY_AUTH_TOKEN"])
+        if problems:
+            raise ClusterError(problems[0])
+        return {"RAY_AUTH_MODE": "token"}
+    path = token_location(paths, env)
+    _ensure_token_file(Path(path))
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": path}
+
+
+def token_location(paths: ClusterPaths, env: dict[str, str]) -> str:
+    """Where the head's token is, for a message (never the token itself)."""
+    if env.get("RAY_AUTH_TOKEN", "").strip():
+        return "RAY_AUTH_TOKEN"
+    named = env.get("RAY_AUTH_TOKEN_PATH", "").strip()
+    return str(Path(named).expanduser() if named else paths.token_file)
+
+
+def _ensure_token_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        # written whole to a private file, then linked into place: two `up`s at once end
+        # up with one token (the link fails for the second), and no one ever reads a
+        # half-written or world-readable file
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with os.fdopen(fd, "w") as out:
+                # 32 bytes of entropy, as Ray's own generator
+                out.write(secrets.token_urlsafe(32) + "\n")
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    path.chmod(0o600)
+    if not path.read_text().strip():
+        raise ClusterError(f"Ray's token file {path} is empty; delete it to get a new one")
 
 
 def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
@@ -154,7 +235,9 @@ def deploy(cfg: Config, *, config_path: Path, state_dir: Path) -> dict[str, Any]
     """PUT our application, keeping every other application of the cluster as it is."""
     with ServeAdmin(dashboard_url(cfg)) as admin:
         try:
-            current = admin.instance(timeout_s=GET_TIMEOUT_S)
+            # the first Serve call of a fresh head wakes the dashboard's Serve module (it
+            # connects to Ray first): on a loaded 2-core machine that took more than 10 s
+            current = admin.instance(timeout_s=DEPLOY_TIMEOUT_S)
         except ServeAdminError as err:
             raise ClusterError(str(err)) from None
         ours = serve_config(

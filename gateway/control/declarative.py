@@ -33,6 +33,10 @@ class RoutingUpdateError(RuntimeError):
     """The change could not be read, sent or confirmed; the message says where it stopped."""
 
 
+class RolloutFailed(RoutingUpdateError):
+    """Serve says the deployment failed on the new config: the change did not take."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class LiveRouting:
     """What is running now: the settings, and where they live in Serve's config."""
@@ -179,7 +183,7 @@ def rollout_state(
         return False, "the controller has not taken the new config yet"
     status = d.get("status")
     if status in ("DEPLOY_FAILED", "UNHEALTHY"):
-        raise RoutingUpdateError(
+        raise RolloutFailed(
             f"deployment {ingress!r} is {status} after the change: {d.get('message', '')[:500]}"
         )
     if status != "HEALTHY" or app.get("status") != "RUNNING":

@@ -11,8 +11,20 @@ PUTs to Ray's dashboard, with the changes a cluster needs and nothing else:
 
 Live routing changes patch the RayService's `serveConfigV2` (the deployment's
 `user_config`): KubeRay then applies it in place, the same declarative path as the REST
-PUT that `costgate routing set` uses. Secrets (DATABASE_URL, provider keys) come from
-the `costgate-secrets` Secret, never from the generated manifests.
+PUT that `costgate routing set` uses. Secrets (DATABASE_URL, provider keys, Ray's token)
+come from the `costgate-secrets` Secret, never from the generated manifests.
+
+Ray's control plane is closed, as `costgate up` closes it on one machine:
+
+- token auth: `authOptions: {mode: token, secretName: costgate-secrets}` (KubeRay 1.6+)
+  makes the operator send the Secret's `auth_token` on its own dashboard calls, and
+  every Ray container also carries `RAY_AUTH_MODE=token` and `RAY_AUTH_TOKEN` from that
+  key itself (KubeRay adds them only where absent), so the pods run in token mode even
+  under an operator that would not inject them;
+- a NetworkPolicy: Ray's ports (GCS, dashboard, client, agents, raylets, object
+  store, workers) answer costgate's own pods only; the gateway's Serve port and Ray's
+  metrics port answer anyone the cluster lets through, and KubeRay's operator reaches
+  the dashboard port, which it needs to deploy `serveConfigV2`.
 """
 
 from __future__ import annotations
@@ -31,7 +43,10 @@ CONFIG_DIR = "/etc/costgate"
 CONFIG_PATH = Path(CONFIG_DIR) / "costgate.yaml"
 STATE_DIR = Path("/var/lib/costgate")
 SECRET = "costgate-secrets"
+# the key KubeRay reads Ray's token from in the Secret `authOptions.secretName` names
+RAY_TOKEN_KEY = "auth_token"
 SERVE_PORT = 8000
+RAY_METRICS_PORT = 8080
 PART_OF = {"app.kubernetes.io/part-of": "costgate"}
 
 
@@ -60,6 +75,18 @@ def _secret_env(cfg: Config) -> list[dict[str, Any]]:
         ref = {"name": SECRET, "key": name, "optional": True}
         env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
     return env
+
+
+def _ray_auth_env() -> list[dict[str, Any]]:
+    """Token mode for every Ray process of the pod, with the token from the Secret (not
+    optional: a pod without it must not start)."""
+    return [
+        {"name": "RAY_AUTH_MODE", "value": "token"},
+        {
+            "name": "RAY_AUTH_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": SECRET, "key": RAY_TOKEN_KEY}},
+        },
+    ]
 
 
 def _ray_container(
@@ -111,21 +138,20 @@ def rayservice(
     ray_version: str,
     workers: tuple[int, int, int],
 ) -> dict[str, Any]:
-    env = _secret_env(cfg)
+    env = _secret_env(cfg) + _ray_auth_env()
     ray = cfg.gateway.ray
     head_ports = [
         {"name": "gcs-server", "containerPort": 6379},
         {"name": "dashboard", "containerPort": ray.dashboard_port},
         {"name": "client", "containerPort": 10001},
         {"name": "serve", "containerPort": SERVE_PORT},
-        {"name": "metrics", "containerPort": 8080},
+        {"name": "metrics", "containerPort": RAY_METRICS_PORT},
     ]
     worker_ports = [
         {"name": "serve", "containerPort": SERVE_PORT},
-        {"name": "metrics", "containerPort": 8080},
+        {"name": "metrics", "containerPort": RAY_METRICS_PORT},
     ]
-    # not app.kubernetes.io/name: KubeRay sets that label on its pods and selects on it
-    labels = {**PART_OF, "app.kubernetes.io/component": "gateway", "costgate/instance": name}
+    labels = ray_pod_labels(name)
     replicas, min_replicas, max_replicas = workers
     return {
         "apiVersion": "ray.io/v1",
@@ -137,12 +163,15 @@ def rayservice(
             ),
             "rayClusterConfig": {
                 "rayVersion": ray_version,
+                # the operator reads the token from our Secret for its own dashboard calls
+                # (without secretName it would make a Secret of its own, another token)
+                "authOptions": {"mode": "token", "secretName": SECRET},
                 "enableInTreeAutoscaling": cfg.gateway.autoscaling is not None,
                 "headGroupSpec": {
                     "rayStartParams": {
                         "dashboard-host": "0.0.0.0",
                         "dashboard-port": str(ray.dashboard_port),
-                        "metrics-export-port": "8080",
+                        "metrics-export-port": str(RAY_METRICS_PORT),
                         # replicas go to workers; the head keeps Serve's controller, the
                         # proxy and the metrics hub (which needs no CPU)
                         "num-cpus": "0",
@@ -163,7 +192,7 @@ def rayservice(
                         "replicas": replicas,
                         "minReplicas": min_replicas,
                         "maxReplicas": max_replicas,
-                        "rayStartParams": {"metrics-export-port": "8080"},
+                        "rayStartParams": {"metrics-export-port": str(RAY_METRICS_PORT)},
                         "template": {
                             "metadata": {"labels": labels},
                             "spec": {
@@ -178,6 +207,51 @@ def rayservice(
                     }
                 ],
             },
+        },
+    }
+
+
+def ray_pod_labels(name: str) -> dict[str, str]:
+    # not app.kubernetes.io/name: KubeRay sets that label on its pods and selects on it
+    return {**PART_OF, "app.kubernetes.io/component": "gateway", "costgate/instance": name}
+
+
+def network_policy(name: str, cfg: Config) -> dict[str, Any]:
+    """Ray's ports for costgate's own pods only; Serve and metrics for everyone allowed in.
+
+    Ray nodes talk to each other on many ports (GCS, raylets, object managers, worker
+    ports, agents), most of them chosen at start: the rule for costgate's pods opens all
+    of them rather than a list that would go stale, and the other rules name the only
+    ports anything else may reach.
+    """
+    tcp = [{"protocol": "TCP", "port": port} for port in (SERVE_PORT, RAY_METRICS_PORT)]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{name}-ray", "labels": dict(PART_OF)},
+        "spec": {
+            "podSelector": {"matchLabels": ray_pod_labels(name)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                # the gateway's API (and its /metrics) and Ray's per-node metrics
+                {"ports": tcp},
+                # every port, from the project's own pods: the other Ray nodes, the
+                # dashboard's routing editor, the migration Job
+                {"from": [{"podSelector": {"matchLabels": dict(PART_OF)}}]},
+                # KubeRay's operator, from whichever namespace it runs in, submits
+                # serveConfigV2 and reads Serve's status on the dashboard port only
+                {
+                    "from": [
+                        {
+                            "namespaceSelector": {},
+                            "podSelector": {
+                                "matchLabels": {"app.kubernetes.io/name": "kuberay-operator"}
+                            },
+                        }
+                    ],
+                    "ports": [{"protocol": "TCP", "port": cfg.gateway.ray.dashboard_port}],
+                },
+            ],
         },
     }
 
@@ -237,12 +311,14 @@ def manifests(
     ray_version: str | None = None,
     workers: tuple[int, int, int] = (1, 1, 3),
 ) -> list[dict[str, Any]]:
-    """ConfigMap, migration Job and RayService, in the order to apply them."""
+    """ConfigMap, NetworkPolicy, migration Job and RayService, in the order to apply them
+    (the policy first: no Ray pod is ever up without it)."""
     if ray_version is None:
         ray_version = importlib.metadata.version("ray")
     cm = f"{name}-config"
     return [
         config_map(cm, config_text),
+        network_policy(name, cfg),
         migrate_job(name, image, cm),
         rayservice(
             cfg, name=name, image=image, config_map=cm, ray_version=ray_version, workers=workers

@@ -8,12 +8,15 @@ Ray Serve reconfigures replicas in place (same processes, new `user_config` thro
 2. build the new routing settings, validate them with `parse_routing` against the
    static config (a `reconfigure()` that raises gets the replica replaced, and its
    successor fails the same way), with the version moved on by one;
-3. PUT back every application, with only the ingress deployment's `user_config`
+3. under the app's routing lock, write the audit row as `pending` (who, when, before,
+   after, note, the version it replaces and the one it makes), read the live settings
+   again and go on only if they are still the ones the change was built on;
+4. PUT back every application, with only the ingress deployment's `user_config`
    changed (the PUT replaces the whole config: an application left out is deleted);
-4. wait until the deployment is healthy on the new `user_config` and, when the
+5. wait until the deployment is healthy on the new `user_config` and, when the
    gateway's URL is known, until every replica's `GET /costgate/routing` reports the
    new version;
-5. append the audit row (who, when, before, after, note).
+6. settle the audit row: `applied`, `failed` or `timed_out`.
 
 Steps 2 and 3 are pure, in `gateway.control.declarative`; this module makes the calls,
 polls and audits, so that every change, from the CLI or the dashboard, is sent,
@@ -33,6 +36,8 @@ from typing import Any
 
 import httpx
 
+from gateway.control import change_audit
+from gateway.control.change_audit import RoutingConflict
 from gateway.control.declarative import (
     LiveRouting,
     RoutingUpdateError,
@@ -48,10 +53,6 @@ from gateway.domain.config import Config
 from gateway.domain.routing_settings import RoutingSettings, check_weights
 
 GATEWAY_ROUTING_PATH = "/costgate/routing"
-
-
-class RoutingConflict(RoutingUpdateError):
-    """Someone else changed the routing between our read and our write: read again."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -146,10 +147,28 @@ def apply_routing_settings(
     timeout_s: float = 60.0,
     admin: ServeAdmin | None = None,
 ) -> RoutingChangeResult:
-    """Apply `change(current settings, static config)` to the running app.
+    """Apply `change(current settings, static config)` to the running app, as a
+    compare-and-swap on the settings version, audited from intent to outcome.
 
     Any change goes through here (weights, policy knobs, caps, breaker settings): it is
-    validated, versioned, rolled out, confirmed and audited the same way.
+    validated, versioned, rolled out, confirmed and audited the same way:
+
+    - a change that does not validate raises RoutingError: nothing is written or sent;
+    - the app's routing lock (`db.routing_audit.routing_change_lock`, a PostgreSQL
+      advisory lock on the app name) is held from before the `pending` row is written
+      until its outcome is, so costgate's writers (CLI, dashboard, any host) never
+      interleave their read, check and PUT; one that waits longer than `timeout_s` for it
+      is refused with RoutingConflict and leaves a `failed` row;
+    - nothing is sent unless the `pending` row is in the database (no unaudited change);
+    - under the lock the live settings are read again: if they are no longer the ones
+      the change was built on (`version_before`), another writer came first; the row
+      becomes `failed`, RoutingConflict is raised and nothing is sent. The lock orders
+      costgate's writers only; this re-read also catches a `serve deploy` from outside
+      that landed before it (Serve's REST API has no conditional PUT to close the rest);
+    - a PUT Serve refuses makes the row `failed`, a deployment Serve reports failed on
+      the new config too; a PUT that got no answer, or a rollout not confirmed in
+      `timeout_s` (or cut short), makes it `timed_out`: sent, outcome unknown;
+    - confirmed on every replica: `applied`.
     """
     with _serve(dashboard_url, admin) as serve:
         live = live_routing(serve.instance(), app_name, cfg)
@@ -157,22 +176,33 @@ def apply_routing_settings(
         after = next_version(proposed, live.settings, live.cfg)
         new_user_config = {**(live.user_config or {}), **after.to_user_config()}
         body = with_user_config(live.declarative, app_name, live.ingress, new_user_config)
+        intent = change_audit.intent(actor, app_name, audit_alias, note, live.settings, after)
 
-        # a last look: another writer between our read and now would be overwritten
-        latest = live_routing(serve.instance(), app_name, live.cfg)
-        if latest.user_config != live.user_config:
-            raise RoutingConflict(
-                f"routing of {app_name!r} changed while this change was being prepared "
-                f"(now version {latest.settings.version}); read it again and retry"
-            )
-
-        started = time.monotonic()
-        serve.put(body)
-        pids_after = _wait_rolled_out(
-            serve, app_name, live.ingress, new_user_config, after.version, gateway_url, timeout_s
-        )
-        elapsed = time.monotonic() - started
-        audit_id = _audit(database_url, actor, app_name, audit_alias, live.settings, after, note)
+        with change_audit.locked(database_url, intent, timeout_s) as audit:
+            audit_id = change_audit.begin(audit, intent)
+            with change_audit.settled_on_failure(audit, audit_id) as progress:
+                latest = live_routing(serve.instance(), app_name, live.cfg)
+                if latest.user_config != live.user_config:
+                    raise RoutingConflict(
+                        f"routing of {app_name!r} changed while this change was being "
+                        f"prepared (now version {latest.settings.version}, this change was "
+                        f"made for {live.settings.version}); read it again and retry"
+                    )
+                progress.phase = "put"
+                started = time.monotonic()
+                serve.put(body)
+                progress.phase = "rollout"
+                pids_after = _wait_rolled_out(
+                    serve,
+                    app_name,
+                    live.ingress,
+                    new_user_config,
+                    after.version,
+                    gateway_url,
+                    timeout_s,
+                )
+                elapsed = time.monotonic() - started
+            change_audit.settle_applied(audit, audit_id, after.version)
         return RoutingChangeResult(
             before=live.settings,
             after=after,
@@ -237,12 +267,19 @@ def _wait_replicas_report(
     them; this confirms what the controller's status says from the replicas' own mouths.
     The set of running replicas is read again every second: an autoscaler may add one
     (it starts on the new config) or take one away (it would never answer).
+    The endpoint wants an admin key: COSTGATE_ADMIN_KEY, else the one `costgate up` keeps
+    under the state dir.
     """
+    from gateway.domain.environment import environment
+
+    env = environment()
+    admin_key = env.control_admin_key()
+    headers = {"authorization": f"Bearer {admin_key}"} if admin_key else {}
     confirmed: set[int] = set()
     url = gateway_url.rstrip("/") + GATEWAY_ROUTING_PATH
     pids = running()
     refreshed = time.monotonic()
-    with httpx.Client(timeout=5.0) as client:
+    with httpx.Client(timeout=5.0, headers=headers) as client:
         while time.monotonic() < deadline:
             if time.monotonic() - refreshed >= 1.0:
                 pids, refreshed = running(), time.monotonic()
@@ -251,6 +288,14 @@ def _wait_replicas_report(
                 body = resp.json() if resp.is_success else {}
             except (httpx.HTTPError, json.JSONDecodeError):
                 body = {}
+            else:
+                if resp.status_code in (401, 403):
+                    # no key or not an admin one: waiting would not change the answer
+                    raise RoutingUpdateError(
+                        f"the change was applied, but {url} refused to confirm it "
+                        f"({resp.status_code}): it needs an admin gateway key in "
+                        f"COSTGATE_ADMIN_KEY or {env.admin_key_file} (`costgate up` writes one)"
+                    )
             pid = body.get("pid")
             seen = (body.get("routing") or {}).get("version")
             if isinstance(pid, int) and isinstance(seen, int) and seen >= version:
@@ -264,34 +309,3 @@ def _wait_replicas_report(
         f"the change was applied, but replicas with PIDs {missing} did not report "
         f"routing version {version} at {url} in time"
     )
-
-
-def _audit(
-    database_url: str | None,
-    actor: str,
-    app_name: str,
-    alias: str | None,
-    before: RoutingSettings,
-    after: RoutingSettings,
-    note: str | None,
-) -> int:
-    from db.routing_audit import record_routing_change
-
-    if alias is not None:
-        # the alias's weights, model -> exact decimal string: what "before → after" shows
-        old: Any = _weights_json(before, alias)
-        new: Any = _weights_json(after, alias)
-    else:
-        old, new = before.model_dump(mode="json"), after.model_dump(mode="json")
-    try:
-        return record_routing_change(database_url, actor, app_name, alias, old, new, note)
-    except Exception as err:  # noqa: BLE001 - any database failure: say what was applied
-        raise RoutingUpdateError(
-            f"routing version {after.version} is live on every replica, but the audit row "
-            f"could not be written: {type(err).__name__}: {str(err)[:300]}"
-        ) from err
-
-
-def _weights_json(settings: RoutingSettings, alias: str) -> dict[str, str] | None:
-    weights = settings.aliases.get(alias)
-    return None if weights is None else {m: str(w) for m, w in weights.items()}

@@ -20,6 +20,7 @@ from gateway.domain.environment import environment
 
 APPLICATIONS_PATH = "/api/serve/applications/"
 VERSION_PATH = "/api/version"
+AUTH_MODE_PATH = "/api/authentication_mode"
 _REDACTED = "[token]"
 
 
@@ -59,7 +60,8 @@ class ServeAdmin:
     """Serve's REST API at one Ray dashboard: up check, GET, PUT and DELETE of the apps.
 
     `token` defaults to Ray's token as the environment gives it (`RAY_AUTH_TOKEN`, else
-    Ray's token file); None sends no token. `timeout_s` applies to every call that does
+    `RAY_AUTH_TOKEN_PATH`, else the state dir's token file, else `~/.ray/auth_token`: see
+    `Environment.ray_token()`); None sends no token. `timeout_s` applies to every call that does
     not pass its own.
     """
 
@@ -90,10 +92,26 @@ class ServeAdmin:
 
     def is_up(self, *, timeout_s: float = 2.0) -> bool:
         """Whether the dashboard answers `GET /api/version` with a success."""
+        status = self.version_status(timeout_s=timeout_s)
+        return status is not None and 200 <= status < 300
+
+    def version_status(self, *, timeout_s: float = 2.0) -> int | None:
+        """The HTTP status of `GET /api/version` (401/403: up, but not for our token), or
+        None when nothing answers."""
         try:
-            return self._client.get(VERSION_PATH, timeout=timeout_s).is_success
+            return self._client.get(VERSION_PATH, timeout=timeout_s).status_code
         except httpx.HTTPError:
-            return False
+            return None
+
+    def authentication_mode(self, *, timeout_s: float = 2.0) -> str | None:
+        """What the dashboard says of its token auth (`token`, `disabled`), or None when it
+        does not say (Ray before 2.52, or no answer). This path needs no token."""
+        try:
+            resp = self._client.get(AUTH_MODE_PATH, timeout=timeout_s)
+            mode = resp.json().get("authentication_mode") if resp.is_success else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return mode if isinstance(mode, str) else None
 
     def instance(self, *, timeout_s: float | None = None) -> dict[str, Any]:
         """Every Serve application with its status and declarative config, as Serve has them."""
@@ -165,7 +183,8 @@ class ServeAdmin:
         if resp.status_code in (401, 403):
             raise ServeAdminError(
                 f"{doing}: the Ray dashboard refused our credentials (HTTP {resp.status_code}); "
-                "set RAY_AUTH_TOKEN or check ~/.ray/auth_token",
+                "set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token, or "
+                "COSTGATE_STATE_DIR to the state dir of the `costgate up` that started it",
                 status_code=resp.status_code,
                 body=self._redact(resp.text),
             )

@@ -16,6 +16,9 @@ from gateway.domain.routing_settings import RoutingSettings, routing_from_config
 
 INGRESS_DEPLOYMENT = "Gateway"
 IMPORT_PATH = "gateway.replica.ingress:build"
+# upstream timeouts are enforced by the gateway per provider; this only bounds a runaway
+# stream (and so the longest drain gateway.graceful_shutdown_timeout_s must cover)
+REQUEST_TIMEOUT_S = 900
 
 
 def deployment_options(cfg: Config, routing: RoutingSettings) -> dict[str, Any]:
@@ -24,7 +27,8 @@ def deployment_options(cfg: Config, routing: RoutingSettings) -> dict[str, Any]:
         "name": INGRESS_DEPLOYMENT,
         "max_ongoing_requests": g.max_ongoing_requests,
         "user_config": routing.to_user_config(),
-        "graceful_shutdown_timeout_s": 20,
+        # Serve's 20 s default would cut every stream longer than that at each redeploy
+        "graceful_shutdown_timeout_s": g.graceful_shutdown_timeout_s,
         "graceful_shutdown_wait_loop_s": 1,
         "health_check_period_s": 10,
         "health_check_timeout_s": 30,
@@ -57,9 +61,7 @@ def serve_config(
         "http_options": {
             "host": g.host,
             "port": g.port,
-            # upstream timeouts are enforced by the gateway per provider; this only
-            # bounds a runaway stream
-            "request_timeout_s": 900,
+            "request_timeout_s": REQUEST_TIMEOUT_S,
             "keep_alive_timeout_s": 75,
         },
         "applications": [

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import signal
@@ -20,15 +19,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dashboard.auth import hash_password
 from gateway.domain.config import Config
 
 DEMO_APPS = (("web-chat", "product"), ("support-bot", "customer-care"), ("code-assistant", "eng"))
 DASHBOARD_PORT = 8501
-# demo sign-ins (ops / demo-ops, viewer / demo-viewer), stored as SHA-256 digests like
-# any configured user; a real deployment sets COSTGATE_DASHBOARD_USERS itself
+# demo sign-ins, one per role, each named after its role with the password demo-<role>
+# (ops / demo-ops, viewer / demo-viewer, finance / demo-finance, admin / demo-admin),
+# salted PBKDF2 like any configured user (the dashboard refuses anything weaker), made
+# afresh when the demo starts; a real deployment sets COSTGATE_DASHBOARD_USERS itself
 DEMO_DASHBOARD_USERS = ",".join(
-    f"{name}:{name}:{hashlib.sha256(f'demo-{name}'.encode()).hexdigest()}"
-    for name in ("ops", "viewer")
+    f"{name}:{name}:{hash_password(f'demo-{name}')}"
+    for name in ("ops", "viewer", "finance", "admin")
 )
 
 
@@ -122,8 +124,10 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
         shutdown_serve,
         start_head,
         stop_head,
+        token_location,
         wait_ready,
     )
+    from gateway.control.control_key import ensure_control_key
 
     t0 = time.monotonic()
     state = state_dir()
@@ -148,6 +152,7 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
         database_url = migrated_database_url()
         sync_prices(database_url, cfg)
         keys = _demo_keys(database_url, state)
+        admin_key_file = ensure_control_key(database_url, state)
         env = dict(os.environ, DATABASE_URL=database_url, COSTGATE_STATE_DIR=str(state))
         env.setdefault("COSTGATE_DASHBOARD_USERS", DEMO_DASHBOARD_USERS)
         for provider in cfg.providers:
@@ -171,7 +176,10 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
         else:
             print("  Dashboard:                 did not start (see .state/logs/dashboard.log)")
         print(f"  Ray dashboard:             {dashboard_url(cfg)}")
+        print(f"  Ray's token (that page):   {token_location(paths, env)}")
         print(f"  Demo app keys:             {state / 'demo-keys.json'}")
+        if admin_key_file is not None:
+            print(f"  Admin key (routing):       {admin_key_file}")
         print("\n[demo] running; Ctrl-C stops everything\n")
         if args.no_traffic:
             while True:

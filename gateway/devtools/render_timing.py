@@ -1,7 +1,8 @@
 """Time every page's render against the configured ledger.
 
 Renders each page with Streamlit's AppTest (the script run, SQL and pandas included; the
-browser's drawing excluded), as a signed-in viewer with the default filters (the last 30
+browser's drawing excluded), as a signed-in admin (a user made for the run, with a real
+session, since every run checks it on the server) with the default filters (the last 30
 days against the 30 before). It reports the first run of a fresh process, which builds
 the daily rollup (in a real session that starts while the user signs in), then each page
 with the query cache emptied, then each page again with it warm.
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import secrets
 import time
 from pathlib import Path
 
@@ -26,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per page; the median is shown")
     parser.add_argument("--browser", metavar="URL", help="time a running dashboard in Chromium")
-    parser.add_argument("--user", default="ops")
-    parser.add_argument("--password", default="demo-ops")
+    parser.add_argument("--user", default="admin")  # the one role that opens every page
+    parser.add_argument("--password", default="demo-admin")
     args = parser.parse_args(argv)
     if args.browser:
         return time_in_browser(args.browser, args.user, args.password, args.repeat)
@@ -37,12 +40,18 @@ def main(argv: list[str] | None = None) -> int:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from dashboard.components.session import USER_KEY, SessionUser
+    from dashboard.access.sessions import SessionStore, SessionUser
+    from dashboard.auth import USERS_ENV, hash_password
+    from dashboard.components.session import USER_KEY
 
     logging.disable(logging.WARNING)  # "No runtime found" and the like, once per query
 
+    # AppTest runs the app in this process: a user of its own, for this run only
+    os.environ[USERS_ENV] = f"timing:admin:{hash_password(secrets.token_urlsafe(16))}"
+    store = SessionStore.from_environment()
+    opened = store.open("timing")
     at = AppTest.from_file(str(APP), default_timeout=600)
-    at.session_state[USER_KEY] = SessionUser("timing", "viewer")
+    at.session_state[USER_KEY] = SessionUser("timing", "admin", None, opened.session_id)
     began = time.perf_counter()
     at.run()
     print(f"first run in a fresh process (imports + rollup): {time.perf_counter() - began:6.2f} s")
@@ -64,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{page:16s} {statistics.median(cold):16.2f} s {statistics.median(warm):15.2f} s"
             + ("  (raised!)" if at.exception else "")
         )
+    store.close(opened.session_id)
     return 1 if failed else 0
 
 

@@ -9,6 +9,7 @@ replica crash loop later.
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
@@ -199,10 +200,22 @@ class GatewayOptions(_Strict):
     # Serve's per-request access log: the ledger already holds every request, and the
     # log line costs CPU on the request path
     access_log: bool = False
-    # when true, every request needs a gateway key (Authorization: Bearer ...)
-    require_keys: bool = False
+    # how long Serve lets a replica that is shutting down (downscale, redeploy, `costgate
+    # down`) finish: it drains the requests in flight, then flushes the ledger, then is
+    # killed. Sized for the longest stream Serve lets run (http_options.request_timeout_s,
+    # 900 s) plus the ledger's flush (up to 10 s) and the metrics' last push (up to 5 s):
+    # a shorter one cuts long streams, whose rows then hold only partial usage. An idle
+    # replica shuts down at once whatever this says
+    graceful_shutdown_timeout_s: float = Field(default=920.0, ge=15)
+    # every request needs a gateway key (Authorization: Bearer ...). Off, a request
+    # without one is `anonymous`, but a key that is presented must still be a valid one
+    require_keys: bool = True
+    # keys off on an address other machines reach must be meant: this says it is
+    allow_anonymous: bool = False
     # env var names whose values are accepted as keys of the `default` app (for bootstrapping)
     static_key_envs: tuple[str, ...] = ()
+    # the *name* of the variable whose value /metrics then wants as its bearer token
+    metrics_token_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")
     ray: RayOptions = RayOptions()
 
 
@@ -245,6 +258,23 @@ class Config(_Strict):
                 raise ValueError(f"aliases.{alias_name}.baseline: unknown model {alias.baseline!r}")
         return self
 
+    @model_validator(mode="after")
+    def _keys_off_only_on_loopback(self) -> Config:
+        # here rather than on GatewayOptions: a top-level error keeps its own key path
+        g = self.gateway
+        if g.require_keys and g.allow_anonymous:
+            raise ValueError(
+                "gateway.allow_anonymous: true has no effect while gateway.require_keys is "
+                "true; set gateway.require_keys: false as well to let keyless requests in"
+            )
+        if not g.require_keys and not g.allow_anonymous and not is_loopback(g.host):
+            raise ValueError(
+                f"gateway.require_keys: false with gateway.host {g.host!r} lets anyone who "
+                "reaches that address spend on the providers' keys; require keys, bind "
+                "127.0.0.1, or set gateway.allow_anonymous: true to mean it"
+            )
+        return self
+
     # lookups used on the request path, built once per (immutable) config
     @cached_property
     def models_by_name(self) -> dict[str, Model]:
@@ -262,6 +292,16 @@ class Config(_Strict):
 
     def public_names(self) -> list[str]:
         return [m.name for m in self.models] + list(self.aliases)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach a server bound to `host`."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
 
 
 def _unique(path: str, names: list[str]) -> None:
@@ -282,6 +322,9 @@ def format_validation_error(err: ValidationError) -> str:
             continue
         value = e.get("input")
         shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
+        if any(str(p).endswith(("_env", "_envs")) for p in e["loc"]):
+            # where a variable's name belongs, a wrong value is most often the secret itself
+            shown = " (value not shown: give the variable's name, not its value)"
         lines.append(f"  {path}: {msg}{shown}")
     return "invalid configuration:\n" + "\n".join(lines)
 

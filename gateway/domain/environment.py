@@ -15,10 +15,11 @@ Provider keys and static gateway keys are named by the YAML config (`api_key_env
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -48,6 +49,12 @@ class Configured(Protocol):
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_CONFIG = PROJECT_ROOT / "config" / "costgate.example.yaml"
 DEFAULT_STATE_DIR = PROJECT_ROOT / ".state"
+ADMIN_KEY_FILE = "admin_key"
+
+# Ray's token for the head `costgate up` starts, relative to the state dir; Ray's own
+# default (what a plain `ray.init()` writes) is the last place a client looks
+RAY_TOKEN_FILE = Path("ray") / "auth_token"
+RAY_DEFAULT_TOKEN_FILE = Path.home() / ".ray" / "auth_token"
 
 # addresses a server binds to that a client cannot dial
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
@@ -70,6 +77,15 @@ class Environment(BaseSettings):
     dashboard_refresh_s: int = Field(
         default=30, gt=0, validation_alias="COSTGATE_DASHBOARD_REFRESH_S"
     )
+    # signs the dashboard's session cookies; unset, a random one kept (mode 600) under
+    # the state dir. Dashboard replicas that share sign-ins need the same one.
+    dashboard_secret: SecretStr | None = Field(
+        default=None, validation_alias="COSTGATE_DASHBOARD_SECRET"
+    )
+    # how long a dashboard sign-in lasts (the cookie's and the server session's expiry)
+    dashboard_session_hours: float = Field(
+        default=12, gt=0, le=24 * 30, validation_alias="COSTGATE_DASHBOARD_SESSION_HOURS"
+    )
     # overrides for a dashboard that runs apart from the gateway (containers, k8s)
     gateway_url_override: str | None = Field(default=None, validation_alias="COSTGATE_GATEWAY_URL")
     ray_dashboard_url_override: str | None = Field(
@@ -82,12 +98,12 @@ class Environment(BaseSettings):
     metrics_app_label: bool = Field(default=True, validation_alias="COSTGATE_METRICS_APP_LABEL")
     # the key `costgate bench` and the demo traffic send
     api_key: SecretStr | None = Field(default=None, validation_alias="COSTGATE_API_KEY")
-    # Ray's token auth: the token itself, or the file Ray keeps it in
+    # the admin key the control plane sends to the replicas' `/costgate/routing` while it
+    # confirms a routing change; unset, the one `costgate up` keeps under the state dir
+    admin_key: SecretStr | None = Field(default=None, validation_alias="COSTGATE_ADMIN_KEY")
+    # Ray's token auth: the token itself, or a file that holds it (Ray reads both names)
     ray_auth_token: SecretStr | None = Field(default=None, validation_alias="RAY_AUTH_TOKEN")
-    ray_auth_token_path: Path = Field(
-        default=Path.home() / ".ray" / "auth_token",
-        validation_alias=AliasChoices("RAY_AUTH_TOKEN_PATH"),
-    )
+    ray_auth_token_path: Path | None = Field(default=None, validation_alias="RAY_AUTH_TOKEN_PATH")
 
     @property
     def database_url_value(self) -> str | None:
@@ -103,14 +119,38 @@ class Environment(BaseSettings):
             return self.state_dir_override.expanduser().resolve()
         return DEFAULT_STATE_DIR
 
-    def ray_token(self) -> str | None:
-        """The token Ray's dashboard wants: the variable, else Ray's own token file."""
-        if self.ray_auth_token is not None and self.ray_auth_token.get_secret_value().strip():
-            return self.ray_auth_token.get_secret_value().strip()
+    @property
+    def admin_key_file(self) -> Path:
+        """Where `costgate up` keeps the control plane's admin key (mode 600)."""
+        return self.state_dir / ADMIN_KEY_FILE
+
+    def control_admin_key(self) -> str | None:
+        """The admin key for the control plane's calls: the variable, else the state file."""
+        if self.admin_key is not None and self.admin_key.get_secret_value().strip():
+            return self.admin_key.get_secret_value().strip()
         try:
-            return self.ray_auth_token_path.read_text().strip() or None
+            return self.admin_key_file.read_text().strip() or None
         except OSError:
             return None
+
+    @property
+    def ray_token_file(self) -> Path:
+        """Where `costgate up` keeps the token of the Ray head it starts (mode 600)."""
+        return ray_token_file(self.state_dir)
+
+    def ray_token(self) -> str | None:
+        """The token Ray's dashboard wants, looked up in this order:
+
+        `RAY_AUTH_TOKEN`; else the file `RAY_AUTH_TOKEN_PATH` names (and only that one, as
+        Ray does: a client pointed at a file must not fall back to another cluster's
+        token); else the state dir's token file, the one `costgate up` started Ray with;
+        else Ray's default `~/.ray/auth_token`, for a cluster started some other way.
+        """
+        if self.ray_auth_token is not None and self.ray_auth_token.get_secret_value().strip():
+            return self.ray_auth_token.get_secret_value().strip()
+        if self.ray_auth_token_path is not None:
+            return _read_token(self.ray_auth_token_path.expanduser())
+        return _read_token(self.ray_token_file) or _read_token(RAY_DEFAULT_TOKEN_FILE)
 
     def gateway_url(self, cfg: Configured) -> str:
         """Where a client on this machine reaches the gateway (no trailing slash)."""
@@ -130,6 +170,18 @@ def environment() -> Environment:
     return Environment()
 
 
+def ray_token_file(state_dir: Path) -> Path:
+    """The Ray token file under a state dir: `costgate up` writes it, every client reads it."""
+    return state_dir / RAY_TOKEN_FILE
+
+
+def _read_token(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
 def client_host(bind_host: str) -> str:
     """The address a client dials for a server bound to `bind_host`."""
     return _WILDCARDS.get(bind_host, bind_host)
@@ -138,6 +190,35 @@ def client_host(bind_host: str) -> str:
 def _http_url(bind_host: str, port: int) -> str:
     host = client_host(bind_host)
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+# what example.env and deploy/k8s/secret.example.yaml hold until someone fills them in
+_PLACEHOLDER_MARKERS = ("change-me", "changeme", "replace-with", "replace-me")
+# Ray's own generator makes 64 hex characters; anything much shorter is a password
+RAY_TOKEN_MIN_CHARS = 32
+
+
+def secret_problems(environ: Mapping[str, str], names: Iterable[str]) -> list[str]:
+    """What is wrong with each named secret (unset, empty, an example placeholder, a Ray
+    token too short to be random), one line per variable; empty when all is well.
+
+    The lines name the variable and what it looks like, never its value: they go to
+    logs and terminals.
+    """
+    problems = []
+    for name in names:
+        value = environ.get(name, "").strip()
+        lowered = value.lower()
+        if not value:
+            problems.append(f"{name} is not set")
+        elif any(marker in lowered for marker in _PLACEHOLDER_MARKERS):
+            problems.append(f"{name} still holds the example's placeholder: set a real value")
+        elif name == "RAY_AUTH_TOKEN" and len(value) < RAY_TOKEN_MIN_CHARS:
+            problems.append(
+                f"{name} is shorter than {RAY_TOKEN_MIN_CHARS} characters: use a random one, "
+                'e.g. python -c "import secrets; print(secrets.token_hex(32))"'
+            )
+    return problems
 
 
 def secret_from_env(name: str) -> str | None:

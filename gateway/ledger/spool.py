@@ -2,26 +2,36 @@
 
 It is a file protocol shared by every writer on one directory (replicas of one deployment,
 and their replacements after a crash), so its rules live here, apart from the writer's
-database logic: a file must mean the same thing to whichever process finds it.
+database logic: a file must mean the same thing to whichever process finds it. The system
+calls it rests on are in `gateway.ledger.spool_files`.
 
-File format: append-only JSON lines, one `UsageRecord.to_json()` per line, UTF-8. Names:
+File format: append-only JSON lines, one `UsageRecord.to_json()` per line, UTF-8. Names
+(`<pid>` is for people reading the directory; ownership is the lock, never the PID):
 
-- `usage-spool-<pid>-<token>.jsonl`: the file a live writer appends to.
+- `usage-spool-<pid>-<token>-<nonce>.jsonl`: a file a live writer appends to.
 - `usage-replay-<pid>-<token>-<nonce>.jsonl`: a file claimed for replay by writer `<token>`.
 - `usage-rejected-<pid>-<token>.jsonl`: rows the database refused for their content; kept
   for a person to look at, never replayed.
+- `usage-quarantine-<pid>-<token>.jsonl`: lines that replay could not turn into records,
+  one JSON object each (source file, byte offset, reason, the line itself); and
+  `usage-quarantine-file-<name>`: a whole file that could not be read. Never replayed.
 
-A file is claimed by an atomic rename to a replay name of the claimer's, so when several
-writers see the same file exactly one wins. Spool and replay files whose owner is gone (its
-process died, or it is a writer of this process that was closed) are orphans: adopted by
-the next writer started on the directory, or by a running one on its periodic scan.
+Every spool and replay file is held, for as long as its writer has a use for it, by an
+exclusive `flock` on a descriptor the writer keeps open. A file nobody holds is an orphan
+(its writer died, or was closed): the next writer to look locks it, claims it by an atomic
+rename to a replay name of its own, and replays it. Writers look at start and every
+ORPHAN_SCAN_INTERVAL_S.
+
+A row counts as spooled once `append` returned: written, fsynced, and its file's name
+fsynced into the directory. After a failed append the file's tail is unknown, so the file
+takes no more appends and is replayed only up to its size before the failure.
 
 Replay reads a file in batches by byte offset, so a batch whose write failed is read again
-from the same place. A last line without its newline (a crash mid-append) and lines that do
-not parse are counted as corrupt and skipped; a file is deleted once read to its end.
+from the same place. Lines that are not records go to the quarantine file, counted; a
+file is deleted once read to its end.
 
-Call everything from the writer's event loop thread, except `read_batch`, which only reads
-and may run in a worker thread.
+Thread-safe: the writer runs the blocking calls in worker threads. Counters (`depth`,
+`adopted`, `quarantined`, `lost`, `writable`, `last_error`) may be read from any thread.
 """
 
 from __future__ import annotations
@@ -31,205 +41,359 @@ import contextlib
 import dataclasses
 import logging
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import IO
 
 from gateway.domain.usage_record import UsageRecord
+from gateway.ledger.spool_files import (
+    BadLine,
+    Batch,
+    append_durably,
+    claim,
+    create_locked,
+    fsync_dir,
+    read_batch,
+)
 
 log = logging.getLogger(__name__)
 
 SPOOL_PREFIX = "usage-spool-"
 REPLAY_PREFIX = "usage-replay-"
 REJECTED_PREFIX = "usage-rejected-"
+QUARANTINE_PREFIX = "usage-quarantine-"
 
 ORPHAN_SCAN_INTERVAL_S = 30.0
-
-# writers alive in this process, by token: their spool files are not orphans
-_LIVE_TOKENS: set[str] = set()
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, under another user
-        return True
-    return True
-
-
-def _owner(path: Path) -> tuple[int, str] | None:
-    """(pid, token) from `usage-spool-<pid>-<token>.jsonl` / `usage-replay-<pid>-<token>...`."""
-    parts = path.stem.split("-")
-    try:
-        return int(parts[2]), parts[3]
-    except (IndexError, ValueError):
-        return None
+# files held for replay at once: each holds a descriptor (its lock)
+MAX_CLAIMED_FILES = 64
+# a file that cannot be read this many times in a row is set aside whole
+FILE_FAILURES_BEFORE_QUARANTINE = 3
 
 
 @dataclasses.dataclass
 class ReplayFile:
     path: Path
+    fd: int  # holds the file's lock until it is replayed
     lines: int  # not yet replayed
     offset: int = 0  # bytes already replayed
+    end: int | None = None  # replay no further: what lies past it was never spooled
+    failures: int = 0  # reads that failed in a row
+    keep: bool = False  # a bad line could not be quarantined: keep the file at its end
+
+
+@dataclasses.dataclass
+class _OwnFile:
+    path: Path
+    fd: int
+    size: int = 0
+    lines: int = 0
 
 
 class Spool:
     """One writer's share of a spool directory: its own file, and the files it has claimed.
 
-    `append`, and the rotation of our file in `next_replay`, raise what the file system
-    raises; the rest log or swallow it, since a spool directory that cannot be used must
-    not stop records from reaching PostgreSQL.
+    `append` raises what the file system raises (the rows are then not spooled); the rest
+    logs or counts it, since a spool directory that cannot be used must not stop records
+    from reaching PostgreSQL.
     """
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.token = uuid.uuid4().hex[:12]
+        self.depth = 0  # lines in files we hold, not yet replayed
         self.adopted = 0  # lines taken over from other writers' files
-        self._file: IO[str] | None = None
-        self._path = self.directory / f"{SPOOL_PREFIX}{os.getpid()}-{self.token}.jsonl"
-        self._lines = 0  # lines in our own file, not yet claimed for replay
+        self.quarantined = 0  # lines set aside by replay
+        self.lost = 0  # lines of held files that vanished before replay
+        self.writable = False  # the last attempt to write (or open) our file worked
+        self.last_error: str | None = "not opened yet"
+        self._lock = threading.Lock()
+        self._own: _OwnFile | None = None
         self._replays: collections.deque[ReplayFile] = collections.deque()
+        self._broken: list[ReplayFile] = []  # unreadable and not renameable: held, not read
+        self._quarantine_fd: int | None = None
+        self._closed = False
         self._next_orphan_scan = time.monotonic() + ORPHAN_SCAN_INTERVAL_S
 
-    @property
-    def depth(self) -> int:
-        """Lines in spool files not yet replayed."""
-        return self._lines + sum(r.lines for r in self._replays)
+    def _name(self, prefix: str) -> Path:
+        return self.directory / f"{prefix}{os.getpid()}-{self.token}-{uuid.uuid4().hex[:8]}.jsonl"
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def open(self) -> None:
-        """Mark this writer live, so no one adopts its files, and adopt the orphans."""
-        _LIVE_TOKENS.add(self.token)
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._adopt_orphans()
-        except OSError:
-            log.exception("cannot use the spool directory %s", self.directory)
+        """Create and lock our file (which proves the directory writable), adopt orphans."""
+        with self._lock:
+            try:
+                self._open_own()
+                self.writable, self.last_error = True, None
+            except OSError as err:
+                self._failed(err)
+                log.error("cannot write the spool directory %s: %s", self.directory, err)
+            try:
+                self._adopt_orphans()
+            except OSError as err:
+                log.error("cannot look for orphan spool files in %s: %s", self.directory, err)
 
-    def release(self) -> None:
-        """Give up this writer's files: from now on they are orphans for others to adopt."""
-        _LIVE_TOKENS.discard(self.token)
+    def probe(self) -> bool:
+        """After a failure: can our file be opened again? Sets `writable`."""
+        with self._lock:
+            try:
+                self._open_own()
+            except OSError as err:
+                self._failed(err)
+                return False
+            self.writable, self.last_error = True, None
+            return True
+
+    def close(self) -> None:
+        """Release every file: what is left in them is for the next writer to adopt.
+
+        A later `append` still works: it spools to a new file and releases it at once.
+        """
+        with self._lock:
+            self._closed = True
+            self._release_own()
+            for replay in [*self._replays, *self._broken]:
+                with contextlib.suppress(OSError):
+                    os.close(replay.fd)
+            self._replays.clear()
+            self._broken.clear()
+            fd, self._quarantine_fd = self._quarantine_fd, None
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     # -- appending ----------------------------------------------------------------------
 
-    def append(self, records: list[UsageRecord], *, flush: bool) -> None:
-        """Append to our file; raises OSError, TypeError or ValueError, counting nothing."""
-        if self._file is None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._file = open(self._path, "a", encoding="utf-8")  # noqa: SIM115
-        self._file.writelines(r.to_json() + "\n" for r in records)
-        if flush:
-            self._file.flush()
-        self._lines += len(records)
+    def append(
+        self, records: list[UsageRecord], *, lock_timeout_s: float | None = None
+    ) -> list[UsageRecord]:
+        """Spool `records` durably; return those that cannot be encoded (not spooled).
+
+        Raises OSError when the file system fails: then none of them is spooled; and
+        TimeoutError (an OSError) when another append holds the spool for longer than
+        `lock_timeout_s` (a disk that hangs must not hang the event loop as well).
+        """
+        lines: list[bytes] = []
+        unencodable: list[UsageRecord] = []
+        for r in records:
+            try:
+                lines.append(r.to_json().encode("utf-8") + b"\n")
+            except (TypeError, ValueError, AttributeError):
+                unencodable.append(r)
+        if not lines:
+            return unencodable
+        data = b"".join(lines)
+        if not self._lock.acquire(timeout=-1 if lock_timeout_s is None else lock_timeout_s):
+            raise TimeoutError("another spool write has not returned")
+        try:
+            try:
+                own = self._open_own()
+                append_durably(own.fd, data)
+            except OSError as err:
+                self._failed(err)
+                self._retire_own()
+                raise
+            own.size += len(data)
+            own.lines += len(lines)
+            self.depth += len(lines)
+            self.writable, self.last_error = True, None
+            if self._closed:
+                self._release_own()  # no writer is left to hold it: an orphan to adopt
+        finally:
+            self._lock.release()
+        return unencodable
 
     def keep_rejected(self, records: list[UsageRecord]) -> None:
         path = self.directory / f"{REJECTED_PREFIX}{os.getpid()}-{self.token}.jsonl"
+        lines = []
+        for r in records:
+            try:
+                lines.append(r.to_json())
+            except (TypeError, ValueError, AttributeError):
+                lines.append(repr(r))  # evidence for a person, not a row to replay
         try:
-            with open(path, "a", encoding="utf-8") as f:
-                f.writelines(r.to_json() + "\n" for r in records)
+            with self._lock, open(path, "a", encoding="utf-8") as f:
+                f.writelines(line + "\n" for line in lines)
+                f.flush()
+                os.fsync(f.fileno())
         except OSError:
             log.exception("cannot keep rejected records in %s", path)
 
-    def flush(self) -> None:
-        if self._file is not None:
+    def _open_own(self) -> _OwnFile:
+        if self._own is not None:
+            return self._own
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for attempt in range(5):
+            path = self._name(SPOOL_PREFIX)
             try:
-                self._file.flush()
-            except OSError:
-                log.exception("cannot flush the spool file")
+                self._own = _OwnFile(path, create_locked(path))
+                return self._own
+            except (FileExistsError, BlockingIOError):
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
 
-    def close_file(self) -> None:
-        """Close our file; a later `append` opens it again."""
-        f, self._file = self._file, None
-        if f is not None:
+    def _failed(self, err: OSError) -> None:
+        self.writable, self.last_error = False, f"{type(err).__name__}: {err}"
+
+    def _retire_own(self) -> None:
+        """Our file after a failed write: no more appends; replay what was there before."""
+        own, self._own = self._own, None
+        if own is None:
+            return
+        if own.lines:
+            self._claim_own(own)
+            return
+        with contextlib.suppress(OSError):
+            own.path.unlink()  # before the lock goes, so no one adopts the torn tail
+        with contextlib.suppress(OSError):
+            os.close(own.fd)
+
+    def _release_own(self) -> None:
+        own, self._own = self._own, None
+        if own is None:
+            return
+        if not own.lines:
             with contextlib.suppress(OSError):
-                f.close()
+                own.path.unlink()
+        with contextlib.suppress(OSError):
+            os.close(own.fd)
+
+    def _claim_own(self, own: _OwnFile) -> None:
+        target = self._name(REPLAY_PREFIX)
+        try:
+            own.path.rename(target)
+            fsync_dir(self.directory)
+        except OSError as err:  # still ours under its old name: we hold its lock
+            log.warning("cannot rename %s for replay: %s", own.path.name, err)
+            target = own.path if own.path.exists() else target
+        self._replays.append(ReplayFile(target, own.fd, own.lines, end=own.size))
 
     # -- replaying ----------------------------------------------------------------------
 
     def next_replay(self) -> ReplayFile | None:
         """The file to replay a batch from, or None when nothing is spooled.
 
-        With no claimed file left, our own file is rotated (claimed, so appends start a
-        fresh one) and, at most every ORPHAN_SCAN_INTERVAL_S, the directory is scanned
-        for files a sibling that died after we started left behind.
+        With no claimed file left, our own file is rotated: claimed for replay, so that
+        appends start a fresh one.
         """
-        if not self._replays and self._lines:
-            self.close_file()
-            lines, self._lines = self._lines, 0
-            self._claim(self._path, lines)
-        if not self._replays and time.monotonic() >= self._next_orphan_scan:
-            self._next_orphan_scan = time.monotonic() + ORPHAN_SCAN_INTERVAL_S
-            with contextlib.suppress(OSError):
-                self._adopt_orphans()
-        return self._replays[0] if self._replays else None
+        with self._lock:
+            if not self._replays and self._own is not None and self._own.lines:
+                own, self._own = self._own, None
+                self._claim_own(own)
+            return self._replays[0] if self._replays else None
 
-    def advance(self, replay: ReplayFile, end: int, consumed: int) -> None:
-        """Move past a batch of `consumed` lines ending at byte `end` of `replay`.
+    def read(self, replay: ReplayFile, limit: int) -> Batch:
+        """The next batch of `replay` (only its holder reads it: no lock). Raises OSError."""
+        return read_batch(replay.path, replay.offset, limit, replay.end)
 
-        A batch that consumed nothing is the end of the file: the file is deleted.
-        """
-        replay.offset = end
-        replay.lines = max(0, replay.lines - consumed)
-        if not consumed:
-            with contextlib.suppress(OSError):
-                replay.path.unlink()
-            self._replays.popleft()
+    def advance(self, replay: ReplayFile, batch: Batch) -> None:
+        """Move past `batch`; a file read to its end is deleted (or kept, see `keep`)."""
+        with self._lock:
+            replay.offset = batch.end
+            replay.failures = 0
+            done = min(batch.consumed, replay.lines)
+            replay.lines -= done
+            self.depth -= done
+            if batch.at_end:
+                self._finish(replay, "file-" if replay.keep else None)
 
-    def _claim(self, path: Path, lines: int | None = None) -> None:
-        """Rename a spool file to a replay file of ours (atomic: one claimer wins).
+    def quarantine(self, replay: ReplayFile, bad: list[BadLine]) -> None:
+        """Set lines that are not records aside, counted, in our quarantine file."""
+        data = "".join(b.to_json(replay.path.name) + "\n" for b in bad).encode("utf-8")
+        with self._lock:
+            self.quarantined += len(bad)
+            try:
+                if self._quarantine_fd is None:
+                    path = self.directory / f"{QUARANTINE_PREFIX}{os.getpid()}-{self.token}.jsonl"
+                    self._quarantine_fd = os.open(
+                        path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
+                    )
+                    fsync_dir(self.directory)
+                append_durably(self._quarantine_fd, data)
+            except OSError as err:
+                # the lines are still in their own file: keep that file whole, not deleted
+                log.error("cannot write the quarantine file (%s): keeping %s", err, replay.path)
+                replay.keep = True
+                fd, self._quarantine_fd = self._quarantine_fd, None
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
-        `lines` is None for another writer's file: it is counted, and counted as adopted.
-        """
-        name = f"{REPLAY_PREFIX}{os.getpid()}-{self.token}-{uuid.uuid4().hex[:8]}.jsonl"
-        target = self.directory / name
+    def file_failed(self, replay: ReplayFile, err: OSError) -> None:
+        """A read of `replay` failed: retry it later, or after a few failures set it aside."""
+        with self._lock:
+            if isinstance(err, FileNotFoundError):
+                log.error("spool file %s vanished: %d rows lost", replay.path, replay.lines)
+                self.lost += replay.lines
+                self._finish(replay, None, unlink=False)
+                return
+            replay.failures += 1
+            if replay.failures < FILE_FAILURES_BEFORE_QUARANTINE:
+                self._replays.rotate(-1)  # other files first
+                return
+            log.error("cannot read spool file %s (%s): set aside whole", replay.path, err)
+            self.quarantined += replay.lines
+            self._finish(replay, "file-")
+
+    def _finish(self, replay: ReplayFile, set_aside: str | None, *, unlink: bool = True) -> None:
+        """Drop `replay` from the queue: delete it, or rename it with `set_aside`."""
+        self.depth -= replay.lines
+        replay.lines = 0
+        with contextlib.suppress(ValueError):
+            self._replays.remove(replay)
         try:
-            path.rename(target)
+            if set_aside is not None:
+                replay.path.rename(
+                    self.directory / f"{QUARANTINE_PREFIX}{set_aside}{replay.path.name}"
+                )
+            elif unlink:
+                replay.path.unlink()
         except FileNotFoundError:
-            return  # another writer claimed it first
-        if lines is None:
-            with open(target, "rb") as f:
-                lines = sum(1 for _ in f)
-            self.adopted += lines
-        self._replays.append(ReplayFile(target, lines))
+            pass
+        except OSError as err:
+            # still under a name writers adopt: hold its lock for as long as we live, or
+            # the next writer replays it again (or fails on it again)
+            log.error("cannot remove spool file %s: %s", replay.path, err)
+            self._broken.append(replay)
+            return
+        with contextlib.suppress(OSError):
+            os.close(replay.fd)
 
-    def _adopt_orphans(self) -> None:
+    # -- orphans ------------------------------------------------------------------------
+
+    def adopt_orphans_when_due(self) -> int:
+        """Every ORPHAN_SCAN_INTERVAL_S: adopt files a writer that is gone left behind."""
+        with self._lock:
+            if time.monotonic() < self._next_orphan_scan:
+                return 0
+            self._next_orphan_scan = time.monotonic() + ORPHAN_SCAN_INTERVAL_S
+            try:
+                return self._adopt_orphans()
+            except OSError as err:
+                log.error("cannot look for orphan spool files: %s", err)
+                return 0
+
+    def _adopt_orphans(self) -> int:
+        found = 0
         for path in sorted(self.directory.glob("usage-*.jsonl")):
             if not path.name.startswith((SPOOL_PREFIX, REPLAY_PREFIX)):
                 continue
-            owner = _owner(path)
-            if owner is None:
-                continue
-            pid, token = owner
-            alive = pid == os.getpid() and token in _LIVE_TOKENS
-            if alive or (pid != os.getpid() and _pid_alive(pid)):
-                continue
-            self._claim(path)
-
-
-def read_batch(path: Path, offset: int, limit: int) -> tuple[list[UsageRecord], int, int]:
-    """Up to `limit` records from byte `offset`: (records, next offset, corrupt lines)."""
-    records: list[UsageRecord] = []
-    corrupt = 0
-    with open(path, "rb") as f:
-        f.seek(offset)
-        while len(records) < limit:
-            line = f.readline()
-            if not line:
+            if len(self._replays) >= MAX_CLAIMED_FILES:
+                self._next_orphan_scan = time.monotonic()  # the rest at the next look
                 break
-            if not line.endswith(b"\n"):
-                # a torn last line, left by a crash mid-append
-                corrupt += 1
-                offset = f.tell()
-                break
-            offset = f.tell()
-            if not line.strip():
-                continue
+            target = self._name(REPLAY_PREFIX)
             try:
-                records.append(UsageRecord.from_json(line.decode("utf-8")))
-            except (ValueError, TypeError, KeyError):
-                corrupt += 1
-    return records, offset, corrupt
+                claimed = claim(path, target)
+            except OSError as err:  # a directory under a spool name, a bad disk block
+                log.warning("cannot claim spool file %s: %s", path.name, err)
+                continue
+            if claimed is None:
+                continue  # its writer is alive
+            fd, lines = claimed
+            self.adopted += lines
+            self.depth += lines
+            found += lines
+            self._replays.append(ReplayFile(target, fd, lines))
+        return found

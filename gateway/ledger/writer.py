@@ -1,35 +1,31 @@
 """The ledger's writer: usage records leave the request path here and reach PostgreSQL.
 
-It exists so that recording usage costs a request nothing: `submit()` only appends to an
-in-memory buffer, and a background task on the replica's event loop flushes it when
-`batch_size` rows are waiting or every `flush_interval_s`, taking up to `max_batch` rows
-per transaction: one binary COPY into a temporary table and one
-`INSERT ... SELECT ... ON CONFLICT (request_id) DO NOTHING`, so a retried flush never
-duplicates a row. A request never waits on the database, and the COPY yields to the
-event loop every hundred rows. How a record becomes a row is `gateway.ledger.rows`.
+`submit()` costs a request nothing: it appends to an in-memory buffer. Two supervised
+loops on the replica's event loop (`gateway.ledger.supervisor`: restarted with backoff
+after any exception, counted) do the rest:
 
-When PostgreSQL is slow or away, rows stay in memory and the flush retries with
-exponential backoff. Past `max_buffer` rows, new records go to the local-disk spool
-(`gateway.ledger.spool`). Once the database answers again, and the memory buffer is
-drained, the spool is replayed batch by batch, including the files of writers that died
-(or were closed while the database was away) on the same spool directory: adopted at
-start and looked for every 30 s. `close()` flushes what it can within its timeout and
-spools the rest.
+- the database loop flushes the buffer every `flush_interval_s` or at `batch_size` rows,
+  up to `max_batch` rows per transaction (`gateway.ledger.database`), then replays the
+  spool batch by batch; when the database fails it retries with jittered backoff.
+- the spool loop moves the buffer to the local-disk spool (`gateway.ledger.spool`) once
+  the database is failing (one failed flush) or slow (a write in flight for longer than
+  `spool_after_s`, one flush interval by default: a hung server fails a write only after
+  `write_timeout_s`), or memory is half full. An outage so leaves about one flush interval
+  of rows in memory, not `max_buffer`. It also adopts the spool files of writers that died.
 
-A write that takes longer than `write_timeout_s` is abandoned (rows kept); psycopg then
-spends up to 10 s trying to cancel it on the server before giving up on the connection.
+At most `max_buffer` rows are held in memory (buffer, in flight, being spooled). A spool
+write that fails (disk full, I/O error) keeps its rows in memory, retried every
+interval; past the bound, new records are dropped, counted. `close()` flushes what the
+database takes within its timeout and spools the rest. Rows the database refuses for
+their content go to `usage-rejected-*.jsonl`, counted as dropped.
 
-Rows the database rejects for their content (a constraint or data error) are isolated
-row by row; the rejected ones go to `usage-rejected-*.jsonl` and are counted as dropped.
-Any other error (connection lost, schema not migrated yet) keeps the rows and retries.
-
-Counters (`stats()`): queued (accepted by submit), written (committed, including
-replayed ones and ones already present), spooled (appended to a spool file), replayed
-(committed from a spool file), dropped (lost: spool unwritable, corrupt spool line,
-rejected by the database), flush_errors (failed flush attempts), adopted (lines taken
-over from other writers' spool files), buffer_depth (rows in memory), spool_depth (rows
-in spool files not yet replayed). When idle:
-queued + adopted = written + dropped + buffer_depth + spool_depth.
+Counters (`stats()`): queued, written (committed, replayed and already present ones
+included), spooled (durably appended), replayed, dropped (lost), quarantined (spool
+lines that were not records, set aside), flush_errors, spool_write_errors, restarts,
+adopted (lines taken over from other writers' files), buffer_depth (rows in memory),
+spool_depth (rows in spool files). When idle:
+queued + adopted = written + dropped + quarantined + buffer_depth + spool_depth.
+`health()`: alive, ready and why not (`gateway.ledger.health`).
 
 Call `submit()` from the event loop thread the writer was started on.
 """
@@ -42,60 +38,25 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-import psycopg
-from psycopg import sql
-
-from db.engine import libpq_url
 from gateway.domain.usage_record import UsageRecord
-from gateway.ledger.rows import COLUMNS, COPY_TYPES, record_row
-from gateway.ledger.spool import Spool, read_batch
+from gateway.ledger.database import LedgerDatabase, TransientDbError
+from gateway.ledger.health import WriterHealth
+from gateway.ledger.spill import Spiller
+from gateway.ledger.spool import Spool
+from gateway.ledger.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
-TABLE = "usage_records"
-STAGING = "usage_records_incoming"
 
-# rows per slice of COPY work between two yields to the event loop (about 1 ms of CPU)
-_ROWS_PER_SLICE = 100
-
-_COLS = sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS)
-# no constraints here: they are checked once, by the INSERT into usage_records
-_CREATE_STAGING = sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {s} ({d}) ON COMMIT DELETE ROWS").format(
-    s=sql.Identifier(STAGING),
-    d=sql.SQL(", ").join(
-        sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t))
-        for c, t in zip(COLUMNS, COPY_TYPES, strict=True)
-    ),
-)
-_COPY = sql.SQL("COPY {s} ({c}) FROM STDIN (FORMAT BINARY)").format(
-    s=sql.Identifier(STAGING), c=_COLS
-)
-_MERGE = sql.SQL(
-    "INSERT INTO {t} ({c}) SELECT {c} FROM {s} ON CONFLICT (request_id) DO NOTHING"
-).format(t=sql.Identifier(TABLE), s=sql.Identifier(STAGING), c=_COLS)
-_INSERT_ONE = sql.SQL(
-    "INSERT INTO {t} ({c}) VALUES ({p}) ON CONFLICT (request_id) DO NOTHING"
-).format(
-    t=sql.Identifier(TABLE), c=_COLS, p=sql.SQL(", ").join(sql.Placeholder() * len(COLUMNS))
-)
-
-# a batch (or a row) refused for what it holds, not for the database's state: the
-# database's own checks, or a value psycopg cannot send as its column's type
-_REFUSED = (
-    psycopg.errors.IntegrityError,
-    psycopg.errors.DataError,
-    TypeError,
-    ValueError,
-    OverflowError,
-)
-
-
-class _TransientDbError(Exception):
-    """The database could not take the batch now; keep the rows and retry."""
+async def _wait(event: asyncio.Event, timeout_s: float) -> None:
+    """Until `event` is set or `timeout_s` passed. Not asyncio.wait_for: in Python 3.11 it
+    can swallow a cancellation that arrives as its own timeout fires (gh-86296), and a
+    loop that ignores its cancellation never lets close() return."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
 
 
 class RecordWriter:
@@ -112,70 +73,133 @@ class RecordWriter:
         retry_max_s: float = 5.0,
         write_timeout_s: float = 30.0,
         connect_timeout_s: int = 5,
+        spool_after_s: float | None = None,
+        stall_after_s: float | None = None,
     ) -> None:
         if not 1 <= batch_size <= max_buffer:
             raise ValueError("need 1 <= batch_size <= max_buffer")
         # a flush takes whatever piled up while the previous one ran, up to max_batch:
         # bigger transactions when the database lags, which is when they pay
         self._max_batch = max(batch_size, max_batch)
-        self._url = libpq_url(database_url)
+        self._db = LedgerDatabase(
+            database_url, write_timeout_s=write_timeout_s, connect_timeout_s=connect_timeout_s
+        )
         self._spool = Spool(Path(spool_dir))
+        self._spiller = Spiller(self._spool)
         self._batch_size = batch_size
         self._interval = flush_interval_s
         self._max_buffer = max_buffer
         self._retry_initial = retry_initial_s
         self._retry_max = retry_max_s
-        self._write_timeout = write_timeout_s
-        self._connect_timeout = connect_timeout_s
+        self._spool_after = flush_interval_s if spool_after_s is None else spool_after_s
+        self._loops = Supervisor(
+            # a healthy loop beats at least once per database attempt, whose worst case
+            # is the write timeout plus psycopg's 10 s of cancelling it: twice that stalls
+            stall_after_s=stall_after_s or 2 * (write_timeout_s + 10) + 10,
+            retry_initial_s=retry_initial_s,
+            retry_max_s=retry_max_s,
+        )
+        self._started = False
 
         self._buffer: collections.deque[UsageRecord] = collections.deque()
         self._inflight: list[UsageRecord] = []
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._wake: asyncio.Event | None = None
+        self._write_started: float | None = None
+        self._database_ok = True
+        self._warned_at = float("-inf")
+        self._wake: asyncio.Event | None = None  # the database loop
+        self._spool_wake: asyncio.Event | None = None
         self._closing = False
+        self._stopping = False  # the spool loop's cue to return
         self._closed = False
         self._deadline = float("inf")
         self._counts = dict.fromkeys(
-            ("queued", "written", "spooled", "replayed", "dropped", "flush_errors"), 0
+            ("queued", "written", "replayed", "dropped", "flush_errors"), 0
         )
 
     # -- the request path's side ------------------------------------------------------
 
     def submit(self, record: UsageRecord) -> None:
-        """Queue one record. Never raises, never blocks on the database."""
+        """Queue one record. Never raises, never blocks on the database or the disk."""
         try:
             self._counts["queued"] += 1
-            if self._closed or len(self._buffer) >= self._max_buffer:
-                self._to_spool([record])
+            if self._closed:
+                self._spiller.spill_now([record])
+                return
+            if self._held() >= self._max_buffer:
+                self._counts["dropped"] += 1
+                if time.monotonic() - self._warned_at >= 60:  # not a line per request
+                    self._warned_at = time.monotonic()
+                    log.warning("usage records dropped: %d rows held in memory", self._held())
                 return
             self._buffer.append(record)
-            if len(self._buffer) >= self._batch_size and self._wake is not None:
-                self._wake.set()
+            if len(self._buffer) >= self._batch_size and self._spool_wake is not None:
+                if self._database_ok:
+                    self._wake_db()
+                if self._should_spool():
+                    self._spool_wake.set()
         except Exception:  # a record must never break the request that made it
             log.exception("usage record could not be queued")
             self._counts["dropped"] += 1
 
+    def _held(self) -> int:
+        return len(self._buffer) + len(self._inflight) + self._spiller.held
+
     def stats(self) -> dict[str, int]:
         return {
             **self._counts,
+            "dropped": self._counts["dropped"] + self._spool.lost + self._spiller.dropped,
+            "spooled": self._spiller.spooled,
+            "spool_write_errors": self._spiller.write_errors,
+            "restarts": self._loops.restarts,
+            "quarantined": self._spool.quarantined,
             "adopted": self._spool.adopted,
-            "buffer_depth": len(self._buffer) + len(self._inflight),
+            "buffer_depth": self._held(),
             "spool_depth": self._spool.depth,
         }
+
+    def health(self) -> WriterHealth:
+        if not self._started:
+            problems = ["record writer not started"]
+        elif self._closed:
+            problems = ["record writer closed"]
+        else:
+            problems = self._loops.problems()
+        alive = not problems
+        if not self._spool.writable:
+            problems.append(f"spool not writable: {self._spool.last_error}")
+        s = self.stats()
+        return WriterHealth(
+            alive=alive,
+            problems=tuple(problems),
+            database_ok=self._database_ok,
+            spool_writable=self._spool.writable,
+            spool_error_kind=(self._spool.last_error or "").split(":")[0] or None,
+            restarts=s["restarts"],
+            buffer_depth=s["buffer_depth"],
+            spool_depth=s["spool_depth"],
+            quarantined=s["quarantined"],
+            spool_write_errors=s["spool_write_errors"],
+            dropped=s["dropped"],
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the flush task on the running loop; adopt spool files left by dead writers.
+        """Open the spool, adopt what dead writers left in it, start both loops.
 
         Does not connect: a database that is down at start-up only delays the first flush.
         """
-        if self._task is not None:
+        if self._started:
             return
-        self._wake = asyncio.Event()
-        self._spool.open()
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="record-writer")
+        self._started = True
+        self._wake, self._spool_wake = asyncio.Event(), asyncio.Event()
+        await asyncio.to_thread(self._spool.open)
+
+        def closed() -> bool:
+            return self._closing and time.monotonic() >= self._deadline
+
+        self._loops.start("database", self._db_loop, self._recover_db, give_up=closed)
+        self._loops.start("spool", self._spool_loop, give_up=closed)
 
     async def close(self, timeout_s: float = 10.0) -> None:
         """Flush what the database takes within `timeout_s`; spool the rest."""
@@ -183,49 +207,77 @@ class RecordWriter:
             return
         self._closing = True
         self._deadline = time.monotonic() + timeout_s
-        if self._wake is not None:
-            self._wake.set()
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._task), timeout_s)
-            except Exception:  # the timeout, or a bug: either way spool what is left
-                self._task.cancel()
-                with contextlib.suppress(BaseException):
-                    await self._task
+        for event in (self._wake, self._spool_wake):
+            if event is not None:
+                event.set()
+        db_task = self._loops.task("database")
+        if db_task is not None:
+            await asyncio.wait({db_task}, timeout=timeout_s)
+            await self._cancel(db_task)  # out of time: spool what is left
+        self._stopping = True
+        spool_task = self._loops.task("spool")
+        if spool_task is not None:
+            await self._cancel(spool_task)
+        # an append's thread runs on after its task is cancelled: whether its rows are on
+        # disk or back in the buffer is known once it returns
+        await self._spiller.finish(max(1.0, timeout_s / 2))
         self._closed = True
         # whatever did not reach the database (an interrupted batch may have: idempotent)
         leftovers = self._inflight + list(self._buffer)
         self._inflight = []
         self._buffer.clear()
         if leftovers:
-            self._to_spool(leftovers)
-        self._spool.close_file()
-        await self._disconnect()
-        self._spool.release()
+            # on the loop (a last fsync at shutdown), so that the counters stay the loop's
+            self._spiller.spill_now(leftovers)
+        await asyncio.to_thread(self._spool.close)
+        await self._db.close()
 
-    # -- the flush loop -----------------------------------------------------------------
+    @staticmethod
+    async def _cancel(task: asyncio.Task[None]) -> None:
+        # asked again until it ends: code below us (a library) may swallow one request
+        for _ in range(20):
+            if task.done():
+                break
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.5)
+        if not task.done():
+            log.error("record writer: task %s ignores its cancellation", task.get_name())
+        elif not task.cancelled() and task.exception() is not None:
+            log.error("record writer: task %s failed", task.get_name(), exc_info=task.exception())
 
-    async def _run(self) -> None:
-        assert self._wake is not None
+    # -- supervision --------------------------------------------------------------------
+
+    async def _recover_db(self) -> None:
+        if self._inflight:
+            self._buffer.extendleft(reversed(self._inflight))
+            self._inflight = []
+        self._write_started = None
+        await self._db.close()  # its state mid-transaction is unknown
+
+    # -- the database loop --------------------------------------------------------------
+
+    async def _db_loop(self) -> None:
+        assert self._wake is not None and self._spool_wake is not None
         backoff = self._retry_initial
         while True:
+            self._loops.beat("database")
             if not self._closing and len(self._buffer) < self._batch_size:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._interval)
+                await _wait(self._wake, self._interval)
             self._wake.clear()
-            self._spool.flush()
             ok = await self._drain()
-            if self._closing and (ok or time.monotonic() >= self._deadline):
-                return
+            if ok and not self._closing:
+                ok = await self._replay_some()
+            self._database_ok = ok
+            self._loops.completed("database")
+            if self._closing and (not self._buffer or time.monotonic() >= self._deadline):
+                return  # flushed (or all of it spooled), or out of time
             if ok:
                 backoff = self._retry_initial
-                if not self._closing:
-                    await self._replay_some()
                 continue
+            self._spool_wake.set()  # the rows that failed go to disk now
             # jittered so replicas do not hammer a recovering server in step
             delay = min(backoff, max(0.0, self._deadline - time.monotonic()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay * random.uniform(0.5, 1.0))
+            await _wait(self._wake, delay * random.uniform(0.5, 1.0))
             backoff = min(backoff * 2, self._retry_max)
 
     async def _drain(self) -> bool:
@@ -235,117 +287,85 @@ class RecordWriter:
             self._inflight = [self._buffer.popleft() for _ in range(n)]
             try:
                 self._counts["written"] += await self._write(self._inflight)
-            except _TransientDbError:
+            except TransientDbError:
                 self._buffer.extendleft(reversed(self._inflight))
                 self._inflight = []
                 return False
             self._inflight = []
+            self._loops.beat("database")
             await asyncio.sleep(0)  # let the request path run between batches
         return True
 
     async def _write(self, records: list[UsageRecord]) -> int:
         """Commit `records`; return how many the database accepted (the rest are rejected)."""
+        self._write_started = time.monotonic()
         try:
-            await asyncio.wait_for(self._copy_merge(records), self._write_timeout)
-            return len(records)
-        except _REFUSED as err:
-            log.warning("a batch was refused (%s); writing its rows one by one", type(err).__name__)
-            return await self._write_row_by_row(records)
-        except (psycopg.Error, OSError, TimeoutError) as err:
+            rejected = await self._db.write(records)
+        except TransientDbError:
             self._counts["flush_errors"] += 1
-            log.warning("ledger flush failed, rows kept for retry: %s", type(err).__name__)
-            await self._disconnect()
-            raise _TransientDbError from err
-
-    async def _connection(self) -> psycopg.AsyncConnection[Any]:
-        if self._conn is None or self._conn.closed:
-            self._conn = await psycopg.AsyncConnection.connect(
-                self._url,
-                autocommit=True,
-                connect_timeout=self._connect_timeout,
-                application_name="costgate-record-writer",
-                # a server that vanished from the network (no FIN, no RST) is noticed by
-                # the kernel instead of a socket waiting for hours (TCP only)
-                keepalives=1,
-                keepalives_idle=10,
-                keepalives_interval=5,
-                keepalives_count=3,
-                tcp_user_timeout=int(self._write_timeout * 1000),
-            )
-            await self._conn.execute(_CREATE_STAGING)
-        return self._conn
-
-    async def _copy_merge(self, records: list[UsageRecord]) -> None:
-        conn = await self._connection()
-        async with conn.transaction():
-            cur = conn.cursor()
-            async with cur.copy(_COPY) as copy:
-                copy.set_types(COPY_TYPES)
-                for i, r in enumerate(records, 1):
-                    await copy.write_row(record_row(r))
-                    if i % _ROWS_PER_SLICE == 0:
-                        await asyncio.sleep(0)  # a request waiting on this loop goes first
-            await cur.execute(_MERGE)
-
-    async def _write_row_by_row(self, records: list[UsageRecord]) -> int:
-        rejected: list[UsageRecord] = []
-        try:
-            conn = await self._connection()
-            async with conn.transaction():
-                for r in records:
-                    try:
-                        async with conn.transaction():  # a savepoint per row
-                            await conn.execute(_INSERT_ONE, record_row(r))
-                    except _REFUSED:
-                        rejected.append(r)
-        except (psycopg.Error, OSError) as err:
-            self._counts["flush_errors"] += 1
-            await self._disconnect()
-            raise _TransientDbError from err
+            raise
+        finally:
+            self._write_started = None
         if rejected:
             log.error("%d usage records rejected by the database", len(rejected))
             self._counts["dropped"] += len(rejected)
-            self._spool.keep_rejected(rejected)
+            await asyncio.to_thread(self._spool.keep_rejected, rejected)
         return len(records) - len(rejected)
 
-    async def _disconnect(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
-
-    # -- the spool ----------------------------------------------------------------------
-
-    def _to_spool(self, records: Iterable[UsageRecord]) -> None:
-        records = list(records)
-        try:
-            # after close() no flush loop is left to push the file's buffer to disk
-            self._spool.append(records, flush=self._closed)
-        except (OSError, TypeError, ValueError):
-            log.exception("cannot spool %d usage records: they are lost", len(records))
-            self._counts["dropped"] += len(records)
-            return
-        self._counts["spooled"] += len(records)
-
-    async def _replay_some(self) -> None:
-        """Replay one batch from the spool, if any: called only while the database works."""
-        current = self._spool.next_replay()
+    async def _replay_some(self) -> bool:
+        """Replay one batch from the spool, if any; False when the database failed."""
+        assert self._wake is not None
+        current = await asyncio.to_thread(self._spool.next_replay)
         if current is None:
-            return
-        # parsing a batch of JSON lines takes milliseconds: off the event loop
-        records, end, corrupt = await asyncio.to_thread(
-            read_batch, current.path, current.offset, self._batch_size
-        )
-        if records:
+            return True
+        try:
+            # parsing a batch of JSON lines takes milliseconds: off the event loop
+            batch = await asyncio.to_thread(self._spool.read, current, self._batch_size)
+        except OSError as err:
+            log.warning("cannot read spool file %s: %s", current.path.name, err)
+            await asyncio.to_thread(self._spool.file_failed, current, err)
+            self._wake.set()
+            return True
+        accepted = 0
+        if batch.records:
             try:
-                accepted = await self._write(records)
-            except _TransientDbError:
-                return  # read again from the same offset next time
-            self._counts["written"] += accepted
-            self._counts["replayed"] += accepted
-        if corrupt:
-            log.error("%d corrupt lines in %s: skipped", corrupt, current.path.name)
-            self._counts["dropped"] += corrupt
-        self._spool.advance(current, end, len(records) + corrupt)
+                accepted = await self._write(batch.records)
+            except TransientDbError:
+                return False  # read again from the same offset next time
+        if batch.bad:
+            log.error("%d bad lines in %s: quarantined", len(batch.bad), current.path.name)
+            await asyncio.to_thread(self._spool.quarantine, current, batch.bad)
+        await asyncio.to_thread(self._spool.advance, current, batch)
+        # counted once the spool no longer holds them, so the counters always add up
+        self._counts["written"] += accepted
+        self._counts["replayed"] += accepted
+        self._wake.set()  # keep going without waiting a whole interval
+        return True
+
+    # -- the spool loop -----------------------------------------------------------------
+
+    async def _spool_loop(self) -> None:
+        assert self._spool_wake is not None
+        while not self._stopping:
+            self._loops.beat("spool")
+            await _wait(self._spool_wake, self._interval)
+            self._spool_wake.clear()
+            if self._buffer and self._should_spool():
+                await self._spiller.spill(self._buffer)
+                if self._closing:
+                    self._wake_db()  # the database loop may be waiting for nothing now
+            elif not self._spool.writable:
+                await asyncio.to_thread(self._spool.probe)  # ready again once it works
+            if not self._closing:
+                await asyncio.to_thread(self._spool.adopt_orphans_when_due)
+            self._loops.completed("spool")
+
+    def _should_spool(self) -> bool:
+        """The database is failing, or slow, or memory is half full: rows go to disk."""
+        started = self._write_started
+        slow = started is not None and time.monotonic() - started >= self._spool_after
+        return slow or not self._database_ok or self._held() >= self._max_buffer // 2
+
+    def _wake_db(self) -> None:
         if self._wake is not None:
-            self._wake.set()  # keep going without waiting a whole interval
+            self._wake.set()

@@ -171,7 +171,21 @@ WRITER_BUFFER = MetricDef(
 )  # fmt: skip
 WRITER_SPOOL = MetricDef(
     "costgate_record_writer_spool_rows", Kind.GAUGE,
-    "Usage rows waiting in spool files, over live replicas.",
+    "Usage rows waiting in spool files (adopted ones of dead replicas included), over live "
+    "replicas.",
+)  # fmt: skip
+WRITER_RESTARTS = MetricDef(
+    "costgate_record_writer_restarts", Kind.COUNTER,
+    "Times a record writer's loop failed with an unexpected error and was restarted.",
+)  # fmt: skip
+WRITER_QUARANTINED = MetricDef(
+    "costgate_record_writer_quarantined_lines", Kind.COUNTER,
+    "Spool lines that were not usage records (corrupt, torn or invalid), set aside in a "
+    "quarantine file instead of the ledger.",
+)  # fmt: skip
+WRITER_SPOOL_ERRORS = MetricDef(
+    "costgate_record_writer_spool_write_errors", Kind.COUNTER,
+    "Spool writes that failed (disk full, I/O error); their rows stayed in memory.",
 )  # fmt: skip
 REPORTING_REPLICAS = MetricDef(
     "costgate_metrics_reporting_replicas", Kind.GAUGE,
@@ -183,7 +197,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     SAVINGS_USD, NEGATIVE_SAVINGS_USD, UNPRICED_REQUESTS, REQUEST_DURATION, TTFT,
     UPSTREAM_ATTEMPTS, RETRIES, FALLBACKS, BREAKER_STATE, BREAKER_REPLICAS, ROUTING_WEIGHT,
     IN_FLIGHT, WRITER_QUEUED, WRITER_WRITTEN, WRITER_SPOOLED, WRITER_DROPPED, WRITER_BUFFER,
-    WRITER_SPOOL, REPORTING_REPLICAS,
+    WRITER_SPOOL, WRITER_RESTARTS, WRITER_QUARANTINED, WRITER_SPOOL_ERRORS, REPORTING_REPLICAS,
 )  # fmt: skip
 METRICS_BY_NAME: dict[str, MetricDef] = {m.name: m for m in ALL_METRICS}
 
@@ -195,6 +209,9 @@ WRITER_STAT_METRICS: dict[str, MetricDef] = {
     "dropped": WRITER_DROPPED,
     "buffer_depth": WRITER_BUFFER,
     "spool_depth": WRITER_SPOOL,
+    "restarts": WRITER_RESTARTS,
+    "quarantined": WRITER_QUARANTINED,
+    "spool_write_errors": WRITER_SPOOL_ERRORS,
 }
 
 BREAKER_STATES = {0: "closed", 1: "open", 2: "half_open"}

@@ -1,9 +1,13 @@
 """Who is calling: gateway keys to (app, team), without a database call per request.
 
 Keys live hashed in PostgreSQL (`db.keys`). Each replica keeps the active set in memory
-and refreshes it in the background, so authentication costs one hash and one dict
-lookup, and a PostgreSQL outage keeps the last known set working instead of locking
-every app out.
+and refreshes it in the background every `REFRESH_S`, so authentication costs one hash
+and one dict lookup, a revocation reaches every replica within 5 s, and a PostgreSQL
+outage keeps the last known set working instead of locking every app out.
+
+A key that is presented must be valid whatever the config says: only a request with no
+key at all is `anonymous`, and only when `require_keys` is off. Each key carries its
+scope (`gateway.replica.key_scope`); an expired one is refused here like an unknown one.
 """
 
 from __future__ import annotations
@@ -11,14 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime as dt
 import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
 
-from db.keys import hash_key
+from db.keys import KeyInfo, hash_key
 from gateway.domain.environment import secret_from_env
 from gateway.domain.openai_errors import OpenAIError
+from gateway.replica.key_scope import UNSCOPED, KeyScope
 
 log = logging.getLogger("costgate.auth")
 
@@ -26,6 +32,8 @@ ANONYMOUS_APP = "anonymous"
 MISS_RELOAD_S = 2.0
 MISS_RELOAD_WAIT_S = 5.0
 STATIC_APP = "default"
+# one interval plus one query stays under the 5 s a revocation may take to reach a replica
+REFRESH_S = 4.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -33,6 +41,18 @@ class Caller:
     app: str
     team: str | None
     key_id: uuid.UUID | None
+    scope: KeyScope = UNSCOPED
+
+    @classmethod
+    def of_key(cls, info: KeyInfo) -> Caller:
+        scope = KeyScope(
+            models=None if info.allowed_models is None else frozenset(info.allowed_models),
+            max_n=info.max_n,
+            max_output_tokens=info.max_output_tokens,
+            expires_at=info.expires_at,
+            admin=info.is_admin,
+        )
+        return cls(app=info.app, team=info.team, key_id=info.key_id, scope=scope)
 
 
 ANONYMOUS = Caller(app=ANONYMOUS_APP, team=None, key_id=None)
@@ -45,6 +65,22 @@ def bearer_token(authorization: str | None) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+def _presented(authorization: str | None) -> bool:
+    """Whether the client sent a credential at all (an empty `Bearer` is none)."""
+    value = (authorization or "").strip()
+    return bool(value) and value.lower() != "bearer"
+
+
+def _unauthenticated(message: str = "") -> OpenAIError:
+    # the same words whether the key is absent, malformed, unknown or revoked: nothing
+    # tells a guesser which keys exist
+    return OpenAIError(
+        401,
+        message or "Missing or invalid gateway key: send Authorization: Bearer <key>.",
+        code="invalid_api_key",
+    )
 
 
 class KeyRing:
@@ -86,8 +122,24 @@ class KeyRing:
                 await self._reload_once()
                 caller = self._lookup(token)
         if caller is not None:
+            if caller.scope.expired(dt.datetime.now(dt.UTC)):
+                # only the key's holder can see this, and it tells them what to do
+                raise _unauthenticated("This gateway key has expired; ask for a new one.")
             return caller
-        return self._refuse_or_anonymous()
+        if self.require_keys or _presented(authorization):
+            raise _unauthenticated()
+        return ANONYMOUS
+
+    async def identify_admin(self, authorization: str | None) -> Caller:
+        """The caller of an administrative endpoint: a valid admin key, whatever the config."""
+        if not _presented(authorization):
+            raise _unauthenticated()
+        caller = await self.identify(authorization)
+        if not caller.scope.admin:
+            raise OpenAIError(
+                403, "This endpoint needs an admin gateway key.", code="admin_key_required"
+            )
+        return caller
 
     async def _reload_once(self) -> None:
         load = self._load
@@ -103,16 +155,6 @@ class KeyRing:
         # a database outage must not hold requests: give up quickly, keep the old set
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.shield(self._refreshing), timeout=MISS_RELOAD_WAIT_S)
-
-    def _refuse_or_anonymous(self) -> Caller:
-        if self.require_keys:
-            # the same words whether the key is absent, malformed or unknown
-            raise OpenAIError(
-                401,
-                "Missing or invalid gateway key: send Authorization: Bearer <key>.",
-                code="invalid_api_key",
-            )
-        return ANONYMOUS
 
     def start_refresh(self, load: Callable[[], Mapping[str, Caller]], every_s: float) -> None:
         self._load = load

@@ -2,21 +2,39 @@
 
 Built around a `GatewayService` so that the Serve ingress and a plain uvicorn server
 (tests, the overhead baseline) serve exactly the same app.
+
+Who may call what: `/v1/*` takes the same keys as chat completions (and lists only the
+models a scoped key may use); `/costgate/routing` wants an admin key; `/metrics` wants
+the bearer token named by `gateway.metrics_token_env` when one is configured;
+`/healthz` and `/readyz` are open and say nothing about the process.
 """
 
 from __future__ import annotations
 
+import hmac
+import logging
 import os
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway.domain.environment import secret_from_env
 from gateway.domain.openai_errors import OpenAIError
+from gateway.replica.auth import Caller, bearer_token
 from gateway.replica.service import GatewayService, json_error
 
+log = logging.getLogger("costgate.http")
 MetricsRenderer = Callable[[], Awaitable[tuple[bytes, str]]]
+
+
+def _visible(service: GatewayService, caller: Caller) -> list[dict[str, Any]]:
+    """The model list as this caller may use it: a scoped key sees its own models only."""
+    entries: list[dict[str, Any]] = service.list_models()["data"]
+    allowed = caller.scope.models
+    return entries if allowed is None else [e for e in entries if e["id"] in allowed]
 
 
 def build_app(
@@ -47,44 +65,81 @@ def build_app(
         return await service.chat(request)
 
     @app.get("/v1/models")
-    async def models() -> JSONResponse:
-        return JSONResponse(service.list_models())
+    async def models(request: Request) -> JSONResponse:
+        caller = await service.keys.identify(request.headers.get("authorization"))
+        return JSONResponse({**service.list_models(), "data": _visible(service, caller)})
 
     @app.get("/v1/models/{model_id:path}")
-    async def model(model_id: str) -> JSONResponse:
-        for entry in service.list_models()["data"]:
+    async def model(model_id: str, request: Request) -> JSONResponse:
+        caller = await service.keys.identify(request.headers.get("authorization"))
+        for entry in _visible(service, caller):
             if entry["id"] == model_id:
                 return JSONResponse(entry)
-        raise OpenAIError(404, f"The model {model_id!r} does not exist.", code="model_not_found")
+        raise OpenAIError(
+            404, f"The model {model_id[:80]!r} does not exist.", code="model_not_found"
+        )
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
-        return JSONResponse({"status": "ok", "pid": os.getpid()})
+        # no PID or anything else about the process: anyone who reaches the port may ask
+        return JSONResponse({"status": "ok"})
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        ok = service.ready
-        body = {
-            "status": "ready" if ok else "starting",
+        # the ledger's part (a dead writer, a spool that cannot be written) comes from the
+        # provider the ingress set; a database outage alone is not a reason: rows spool
+        try:
+            reasons = list(service.readiness())
+        except Exception as err:  # noqa: BLE001 - a check that cannot tell says not ready
+            reasons = [f"readiness check failed ({type(err).__name__})"]
+        ok = service.ready and not reasons
+        body: dict[str, Any] = {
+            "status": "ready" if ok else "not_ready" if service.ready else "starting",
             "models": len(service.cfg.models),
             "aliases": len(service.cfg.aliases),
             "routing_version": service.routing.version,
         }
+        if reasons:
+            body["reasons"] = reasons
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/costgate/routing")
-    async def routing() -> JSONResponse:
-        """This replica's live routing settings: what a routing change waits to see."""
+    async def routing(request: Request) -> JSONResponse:
+        """This replica's live routing settings: what a routing change waits to see. The
+        PID tells replicas apart for that wait (`gateway.control.routing_update`)."""
+        await service.keys.identify_admin(request.headers.get("authorization"))
         return JSONResponse(
             {"pid": os.getpid(), "routing": service.routing.model_dump(mode="json")}
         )
 
     if render_metrics is not None:
         renderer = render_metrics
+        check_token = _metrics_token_check(service.cfg.gateway.metrics_token_env)
 
         @app.get("/metrics")
-        async def metrics() -> Response:
+        async def metrics(request: Request) -> Response:
+            check_token(request.headers.get("authorization"))
             body, content_type = await renderer()
             return Response(body, media_type=content_type)
 
     return app
+
+
+def _metrics_token_check(token_env: str | None) -> Callable[[str | None], None]:
+    """What /metrics asks of a scraper: nothing, or the configured variable's value."""
+    if token_env is None:
+        return lambda _: None
+    expected = (secret_from_env(token_env) or "").strip()
+    if not expected:
+        # configured but empty: refuse every scrape rather than serve them all unasked
+        log.warning("gateway.metrics_token_env names %s, which is unset: /metrics refuses all",
+                    token_env)
+
+    def check(authorization: str | None) -> None:
+        given = bearer_token(authorization) or ""
+        if not expected or not hmac.compare_digest(given.encode(), expected.encode()):
+            raise OpenAIError(
+                401, "/metrics needs Authorization: Bearer <metrics token>.", code="invalid_token"
+            )
+
+    return check

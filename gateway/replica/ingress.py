@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,10 @@ from gateway.replica.http_api import build_app
 from gateway.replica.service import GatewayService
 
 log = logging.getLogger("costgate.ingress")
+
+# the longest the ledger's last flush may take at shutdown; rows it cannot write in time
+# are spooled, and the next replica replays them
+LEDGER_CLOSE_TIMEOUT_S = 10.0
 
 class _MetricsHooks(AttemptHooks):
     def __init__(self, metrics: Any) -> None:
@@ -79,6 +84,13 @@ class Gateway:
 
         sink = RecordSink(submit=self.writer.submit if self.writer else None, observe=observe)
         self.service = GatewayService(cfg, sink=sink, hooks=_MetricsHooks(self.metrics))
+        if self.writer is not None:
+            writer = self.writer
+            self.service.readiness = lambda: writer.health().reasons
+        # the ledger's flush on the way out: what the drain of streams leaves of Serve's
+        # graceful shutdown timeout is unknown here, so never more than half of it
+        graceful_s = cfg.gateway.graceful_shutdown_timeout_s
+        self._ledger_close_s = min(LEDGER_CLOSE_TIMEOUT_S, graceful_s / 2)
         if database_url:
             self._start_key_refresh(database_url)
         self.metrics.set_routing_weights(self.service.routing.aliases)
@@ -108,17 +120,14 @@ class Gateway:
     def _start_key_refresh(self, database_url: str) -> None:
         from db.engine import make_engine
         from db.keys import load_active_keys
-        from gateway.replica.auth import Caller
+        from gateway.replica.auth import REFRESH_S, Caller
 
         engine = make_engine(database_url, pool_size=1, max_overflow=0)
 
         def load() -> dict[str, Caller]:
-            return {
-                digest: Caller(app=info.app, team=info.team, key_id=info.key_id)
-                for digest, info in load_active_keys(engine).items()
-            }
+            return {digest: Caller.of_key(key) for digest, key in load_active_keys(engine).items()}
 
-        self.service.keys.start_refresh(load, every_s=10.0)
+        self.service.keys.start_refresh(load, every_s=REFRESH_S)
 
     async def reconfigure(self, user_config: dict[str, Any]) -> None:
         # parse_routing raises on bad settings; writers validate before they submit, so
@@ -128,22 +137,45 @@ class Gateway:
         log.info("routing settings version %s applied", settings.version)
 
     async def check_health(self) -> None:
-        # Never fail for a PostgreSQL outage: records spool to disk meanwhile, and a
-        # failing health check would only replace replicas in a loop.
+        # Never fail for a PostgreSQL outage, nor for a spool that cannot be written (the
+        # next replica gets the same disk): a failing check replaces the replica, which
+        # would only restart replicas in a loop. A dead writer is what a new process cures
+        # (it adopts the spool); a live one restarts its own loops.
         if not self.service.ready:
             raise RuntimeError("gateway service not ready")
+        if self.writer is not None:
+            health = self.writer.health()
+            if not health.alive:
+                raise RuntimeError("; ".join(health.problems))
 
     async def __del__(self) -> None:
-        # graceful shutdown (downscale, redeploy, `serve shutdown`): drain what is buffered
-        try:
-            self._stats_task.cancel()
-            if self.writer is not None:
-                await self.writer.close(timeout_s=10.0)
-                self.metrics.set_writer_stats(self.writer.stats())
-            await self.metrics.close()
-            await self.service.aclose()
-        except Exception:  # noqa: BLE001 - shutting down; nothing left to tell
-            log.exception("error while shutting the gateway replica down")
+        # graceful shutdown (downscale, redeploy, `serve shutdown`), after Serve drained
+        # the requests in flight. The ledger first: its rows are the one thing here that
+        # cannot be recomputed, and a metrics hub that is away must not eat its time.
+        # getattr: a constructor that failed half-way leaves some parts unset
+        writer = getattr(self, "writer", None)
+        if writer is not None:
+            close_s = getattr(self, "_ledger_close_s", LEDGER_CLOSE_TIMEOUT_S)
+            await _shutdown_step("ledger writer", writer.close(timeout_s=close_s))
+        stats_task = getattr(self, "_stats_task", None)
+        if stats_task is not None:
+            stats_task.cancel()
+        metrics = getattr(self, "metrics", None)
+        if metrics is not None:
+            if writer is not None:
+                metrics.set_writer_stats(writer.stats())  # the final figures, pushed below
+            await _shutdown_step("metrics", metrics.close())
+        service = getattr(self, "service", None)
+        if service is not None:
+            await _shutdown_step("service", service.aclose())
+
+
+async def _shutdown_step(what: str, step: Awaitable[None]) -> None:
+    """One part's shutdown; its failure is logged and never skips the next part's."""
+    try:
+        await step
+    except Exception:  # noqa: BLE001 - shutting down; nothing left to tell
+        log.exception("error while shutting down the %s", what)
 
 
 def build(args: dict[str, Any]) -> Any:

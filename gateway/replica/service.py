@@ -40,6 +40,7 @@ from gateway.replica.attempts import run_attempts
 from gateway.replica.auth import KeyRing
 from gateway.replica.chat_request import parse_json_body, upstream_body, validate_chat_request
 from gateway.replica.exchange import AttemptHooks, Exchange, RecordSink, utcnow
+from gateway.replica.key_scope import check_request
 from gateway.replica.model_list import list_models
 from gateway.replica.record_builder import build_record
 from gateway.replica.request_body import read_body
@@ -106,6 +107,9 @@ class GatewayService:
         self.limits.update_caps(self.routing.caps, replicas=self._replicas())
         self.rng = rng or random.Random()
         self.ready = True
+        # why this replica should take no new traffic (empty: no reason); the ingress
+        # points it at the ledger writer's health, which the request path knows nothing of
+        self.readiness: Callable[[], tuple[str, ...]] = lambda: ()
 
     def _replicas(self) -> int:
         """Caps are cluster-wide; each replica enforces its share of them."""
@@ -165,6 +169,7 @@ class GatewayService:
         limit = self.cfg.gateway.max_body_bytes
         req = validate_chat_request(parse_json_body(await read_body(request, limit), limit))
         ex.request, ex.requested, ex.stream = req, req.model, req.stream
+        check_request(ex.caller.scope, req, request.headers)
         ex.plan = self._plan(req.model, request.headers)
         if req.stream:
             return await self._open_stream(ex)

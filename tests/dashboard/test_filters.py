@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from dashboard.filters import Filters, default_filters, from_query_params, to_query_params
+from dashboard.filters import (
+    MAX_SPAN_DAYS,
+    Filters,
+    clamp,
+    default_filters,
+    from_query_params,
+    to_query_params,
+)
 
 TODAY = dt.date(2026, 11, 29)
 
@@ -33,3 +40,56 @@ def test_period_bounds_are_utc_midnights_and_previous_period_is_adjacent():
     assert f.days == 7 and f.grain == "day"
     assert Filters(TODAY, TODAY).grain == "hour"
     assert "UTC" in f.label()
+
+
+FIRST = dt.date(2026, 6, 1)  # the ledger's first request
+
+
+def test_a_range_from_1900_is_clamped_to_the_ledgers_first_day_with_a_note():
+    asked = from_query_params({"from": "1900-01-01", "to": TODAY.isoformat()}, TODAY)
+    clamped, note = clamp(asked, FIRST, TODAY, TODAY)
+    assert (clamped.start, clamped.end) == (FIRST, TODAY)
+    assert note == (
+        "The date range starts 2026-06-01 (the ledger's first request is from 2026-06-01)."
+    )
+
+
+def test_a_range_never_spans_more_than_the_maximum():
+    asked = Filters(dt.date(1900, 1, 1), TODAY, apps=("search",))
+    clamped, note = clamp(asked, dt.date(2020, 1, 1), TODAY, TODAY)
+    assert clamped.days == MAX_SPAN_DAYS == 400 and clamped.end == TODAY
+    assert clamped.apps == ("search",)  # the other filters are kept
+    assert note is not None and f"at most {MAX_SPAN_DAYS} days" in note
+
+
+def test_the_end_stops_at_today_and_a_future_range_becomes_today():
+    clamped, note = clamp(Filters(TODAY, dt.date(2999, 1, 1)), FIRST, TODAY, TODAY)
+    assert (clamped.start, clamped.end) == (TODAY, TODAY)
+    assert note is not None and "ends 2026-11-29" in note
+    # rows stamped after today (a clock ahead) stay reachable
+    later = TODAY + dt.timedelta(days=1)
+    assert clamp(Filters(TODAY, later), FIRST, later, TODAY)[0].end == later
+
+
+def test_ranges_inside_the_data_and_default_views_of_a_young_ledger_are_kept():
+    inside = Filters(dt.date(2026, 11, 1), dt.date(2026, 11, 7))
+    assert clamp(inside, FIRST, TODAY, TODAY) == (inside, None)
+    # three days of data: the default 30-day view keeps its length and says nothing
+    young = default_filters(TODAY)
+    assert clamp(young, TODAY - dt.timedelta(days=2), TODAY, TODAY) == (young, None)
+    # but a year back on that ledger is cut to the default length
+    year = Filters(TODAY - dt.timedelta(days=365), TODAY)
+    clamped, note = clamp(year, TODAY - dt.timedelta(days=2), TODAY, TODAY)
+    assert clamped == young and note is not None
+
+
+def test_an_empty_ledger_keeps_the_default_length():
+    clamped, note = clamp(Filters(dt.date(1900, 1, 1), TODAY), None, None, TODAY)
+    assert clamped == default_filters(TODAY)
+    assert note is not None and "no requests yet" in note
+
+
+def test_the_team_scope_never_comes_from_the_url():
+    f = from_query_params({"team": "a", "team_scope": "b"}, TODAY)
+    assert f.teams == ("a",) and f.team_scope is None
+    assert "team_scope" not in to_query_params(Filters(TODAY, TODAY, team_scope="b"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from decimal import Decimal
 
@@ -134,8 +135,8 @@ def test_request_log_is_newest_first_and_drills_down(seeded):
     assert (log["status"] == "upstream_error").all() and len(log) > 0
     assert log["started_at"].is_monotonic_decreasing
     rid = str(log["request_id"].iloc[0])
-    assert str(queries.request_by_id(seeded, rid.upper())["request_id"]) == rid
-    assert queries.request_by_id(seeded, "not-an-id") is None
+    assert str(queries.request_by_id(seeded, rid.upper(), team=None)["request_id"]) == rid
+    assert queries.request_by_id(seeded, "not-an-id", team=None) is None
 
 
 def test_routing_change_of_the_seeded_history_is_listed(seeded):
@@ -183,3 +184,53 @@ def test_export_rows_equal_a_plain_group_by(seeded, ledger_engine):
         for r in out.itertuples()
     }
     assert got == expected
+
+
+def test_a_team_scope_keeps_every_query_to_that_teams_rows(seeded, ledger_engine):
+    month = Filters(END.date() - dt.timedelta(days=29), END.date(), team_scope="platform")
+    sums = sql_sums(ledger_engine, "team = 'platform'")
+    assert totals(queries.cube(seeded, month)).requests == sums["requests"] > 0
+    # a team picked in the URL cannot widen the scope: it only narrows it, to nothing here
+    other = dataclasses.replace(month, teams=("customer",))
+    assert totals(queries.cube(seeded, other)).requests == 0
+    assert set(queries.histogram(seeded, month)["team"]) == {"platform"}
+    hourly = dataclasses.replace(month, start=END.date())  # read from the ledger directly
+    assert hourly.grain == "hour"
+    assert set(queries.cube(seeded, hourly)["team"]) == {"platform"}
+    log = queries.recent_requests(seeded, month, limit=1000)
+    assert set(log["team"]) == {"platform"}
+    with ledger_engine.connect() as conn:
+        foreign = conn.execute(
+            text("SELECT request_id::text FROM usage_records WHERE team = 'customer' LIMIT 1")
+        ).scalar_one()
+    assert queries.request_by_id(seeded, foreign, team="platform") is None
+    assert queries.request_by_id(seeded, foreign, team=None) is not None
+    values = queries.dimension_values(seeded, "platform")
+    assert values["team"] == ["platform"]
+    assert set(values["app"]) == {"search", "internal-tools"}
+
+
+def test_ledger_bounds_and_no_rollup_before_the_first_request(
+    seeded, ledger_engine, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("COSTGATE_STATE_DIR", str(tmp_path))  # the rollup stores its days here
+    st.cache_resource.clear()
+    with ledger_engine.connect() as conn:
+        first, last = conn.execute(
+            text(
+                "SELECT min(started_at AT TIME ZONE 'UTC')::date, "
+                "max(started_at AT TIME ZONE 'UTC')::date FROM usage_records"
+            )
+        ).one()
+    assert queries.ledger_bounds(seeded) == (first, last)
+    everything = Filters(dt.date(1900, 1, 1), END.date())
+    assert totals(queries.cube(seeded, everything)).requests == sql_sums(ledger_engine)["requests"]
+    stored = sorted(p.stem for p in (tmp_path / "dashboard-rollup").glob("*/*.pkl"))
+    # the closed days from the first request to the range's end, not one of 1900..first
+    span = (END.date() - first).days + 1
+    assert stored == [(first + dt.timedelta(days=i)).isoformat() for i in range(span)]
+
+
+def test_an_empty_ledger_has_no_bounds(database_url, empty_usage):
+    st.cache_data.clear()
+    assert queries.ledger_bounds(database_url) == (None, None)

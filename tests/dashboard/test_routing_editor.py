@@ -1,11 +1,25 @@
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pandas as pd
 import pytest
 
-from dashboard.routing_editor import history_frame, propose_change, weights_frame
+from dashboard.access.guard import PermissionDenied
+from dashboard.access.sessions import SessionStore, SessionUser
+from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password, load_users
+from dashboard.routing_editor import (
+    PendingChange,
+    apply_change,
+    history_frame,
+    propose_change,
+    weights_frame,
+)
+from dashboard.settings import DashboardSettings
+from gateway.control.declarative import RoutingUpdateError
 from gateway.domain.config import default_config_path, load_config
 from gateway.domain.routing_settings import RoutingError, routing_from_config
 
@@ -77,3 +91,105 @@ def test_history_shows_before_and_after_weights():
     assert row["who"] == "alice" and row["when (UTC)"] == "2026-11-29 10:00:00"
     assert row["after"] == "deepseek-v3.2=0, claude-sonnet-4.5=100"
     assert history_frame(pd.DataFrame()).empty
+
+
+# -- applying a change: the role is checked again inside the call the page makes -------
+
+CHANGE = PendingChange(
+    alias="auto",
+    before={"deepseek-v3.2": Decimal(60)},
+    after={"deepseek-v3.2": Decimal(0), "claude-sonnet-4.5": Decimal(100)},
+)
+
+
+@pytest.fixture
+def serve_api() -> Iterator[tuple[str, list[str]]]:
+    """A real HTTP server where Serve's REST API would be: it records every request and
+    answers 503, so a test sees whether an apply got as far as calling the cluster."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            seen.append(f"GET {self.path}")
+            self.send_response(503)
+            self.end_headers()
+
+        do_PUT = do_GET  # noqa: N815
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def people(tmp_path):
+    cheap = MIN_PBKDF2_ITERATIONS
+    users = load_users(
+        {
+            USERS_ENV: f"vic:viewer:{hash_password('v', cheap)},"
+            f"olga:ops:{hash_password('o', cheap)},"
+            f"tess:ops:{hash_password('t', cheap)}:search"
+        }
+    )
+    store = SessionStore(tmp_path / "sessions", b"x" * 32, ttl_s=600)
+
+    def signed_in(name: str) -> SessionUser:
+        user = users[name]
+        return SessionUser(name, user.role, user.team, store.open(name).session_id)
+
+    return users, store, signed_in
+
+
+def settings_for(url: str) -> DashboardSettings:
+    return DashboardSettings(
+        database_url="postgresql+psycopg://nobody@127.0.0.1:1/none",  # never reached here
+        config=CFG,
+        ray_dashboard_url=url,
+        app_name=CFG.gateway.app_name,
+        gateway_url="http://127.0.0.1:1",  # never reached: the apply stops earlier
+        refresh_s=30,
+    )
+
+
+def test_a_viewers_forged_apply_is_refused_before_anything_is_sent(serve_api, people):
+    url, seen = serve_api
+    users, store, signed_in = people
+    vic = signed_in("vic")
+    forged = [
+        vic,  # the page never showed vic the editor; the call is made anyway
+        SessionUser("vic", "ops", None, vic.session_id),  # a session state claiming ops
+        SessionUser("olga", "ops", None, vic.session_id),  # vic's session under olga's name
+        SessionUser("olga", "ops", None, ""),  # no session at all
+    ]
+    for user in forged:
+        with pytest.raises(PermissionDenied):
+            apply_change(user, CHANGE, "forged", settings_for(url), users=users, store=store)
+    with pytest.raises(PermissionDenied, match=r"vic \(viewer\) may not change routing"):
+        apply_change(vic, CHANGE, "", settings_for(url), users=users, store=store)
+    assert seen == []  # not even a read of the live routing
+
+
+def test_a_signed_out_or_team_scoped_ops_user_is_refused(serve_api, people):
+    url, seen = serve_api
+    users, store, signed_in = people
+    olga = signed_in("olga")
+    store.close(olga.session_id)
+    with pytest.raises(PermissionDenied, match="session has ended"):
+        apply_change(olga, CHANGE, "", settings_for(url), users=users, store=store)
+    with pytest.raises(PermissionDenied, match="every team"):
+        apply_change(signed_in("tess"), CHANGE, "", settings_for(url), users=users, store=store)
+    assert seen == []
+
+
+def test_an_ops_users_apply_goes_through_to_the_cluster(serve_api, people):
+    url, seen = serve_api
+    users, store, signed_in = people
+    with pytest.raises(RoutingUpdateError):  # the stand-in answers 503 to everything
+        apply_change(signed_in("olga"), CHANGE, "", settings_for(url), users=users, store=store)
+    assert seen and seen[0].startswith("GET /api/serve/")

@@ -1,6 +1,9 @@
-"""Gateway keys: shown once, stored as hashes, attributed to app and team, revocable."""
+"""Gateway keys: shown once, stored as hashes, attributed to app and team, revocable,
+with their scope."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 from sqlalchemy import Engine, text
@@ -69,3 +72,53 @@ def test_second_key_for_an_app_with_a_team_moves_the_app_to_that_team(
 def test_store_functions_accept_a_url_as_well_as_an_engine(database_url: str) -> None:
     key, _ = create_key(database_url, "cli")
     assert hash_key(key) in load_active_keys(database_url)
+
+
+def test_a_keys_scope_is_stored_listed_and_loaded_with_it(ledger_engine: Engine) -> None:
+    expires = dt.datetime(2031, 5, 1, tzinfo=dt.UTC)
+    key, created = create_key(
+        ledger_engine, "scoped", allowed_models=["fast", " gpt-4.1 ", "fast"], max_n=2,
+        max_output_tokens=512, expires_at=expires,
+    )
+    info = load_active_keys(ledger_engine)[hash_key(key)]
+    assert info.allowed_models == ("fast", "gpt-4.1")  # stripped, de-duplicated, in order
+    assert (info.max_n, info.max_output_tokens, info.expires_at) == (2, 512, expires)
+    assert not info.is_admin
+    (listed,) = list_keys(ledger_engine)
+    assert listed == created and listed.allowed_models == ("fast", "gpt-4.1")
+    with ledger_engine.connect() as conn:
+        stored = conn.execute(text("SELECT allowed_models FROM api_keys")).scalar_one()
+    assert stored == ["fast", "gpt-4.1"]  # JSONB list
+
+
+def test_an_unscoped_key_is_unlimited_and_an_admin_key_says_so(ledger_engine: Engine) -> None:
+    plain, _ = create_key(ledger_engine, "plain")
+    admin, listing = create_key(ledger_engine, "ops", is_admin=True)
+    active = load_active_keys(ledger_engine)
+    p = active[hash_key(plain)]
+    assert (p.allowed_models, p.max_n, p.max_output_tokens, p.expires_at, p.is_admin) == (
+        None, None, None, None, False)
+    assert active[hash_key(admin)].is_admin and listing.is_admin
+
+
+@pytest.mark.parametrize(
+    ("scope", "message"),
+    [
+        ({"allowed_models": []}, "at least one model"),
+        ({"allowed_models": [" "]}, "at least one model"),
+        ({"max_n": 0}, "max_n must be at least 1"),
+        ({"max_output_tokens": -5}, "max_output_tokens must be at least 1"),
+        ({"expires_at": dt.datetime(2031, 1, 1)}, "time zone"),
+    ],
+)
+def test_a_scope_that_would_make_a_dead_or_ambiguous_key_is_refused(
+    ledger_engine: Engine, scope: dict, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        create_key(ledger_engine, "bad", **scope)
+    assert list_keys(ledger_engine) == []
+
+
+def test_one_string_is_not_taken_for_a_list_of_model_names(ledger_engine: Engine) -> None:
+    with pytest.raises(TypeError):
+        create_key(ledger_engine, "bad", allowed_models="gpt-4o")

@@ -1,4 +1,7 @@
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -6,8 +9,10 @@ from gateway.cli.main import build_parser
 from gateway.domain.config import load_config
 from tests.deploy.repo_files import COMPOSE, EXAMPLE_ENV, PROMETHEUS, ROOT, compose
 
-SERVICES = {"postgres", "gateway", "dashboard", "sim", "prometheus", "grafana"}
-COSTGATE_SERVICES = ("gateway", "dashboard", "sim")
+SERVICES = {"secrets-check", "postgres", "gateway", "dashboard", "sim", "prometheus", "grafana"}
+COSTGATE_SERVICES = ("gateway", "dashboard", "sim", "secrets-check")
+# runs once before the others and exits: no healthcheck, others wait for its success
+ONE_SHOT = "secrets-check"
 _VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::?[-?][^}]*)?\}")
 
 
@@ -24,8 +29,23 @@ def test_every_part_of_the_stack_is_a_service_with_a_healthcheck():
     services = compose()["services"]
     assert set(services) == SERVICES
     for name, svc in services.items():
+        if name == ONE_SHOT:
+            continue
         test = svc.get("healthcheck", {}).get("test")
         assert test and test[0] in ("CMD", "CMD-SHELL"), name
+
+
+def test_every_port_is_published_on_loopback_only():
+    published = [
+        (name, port) for name, svc in compose()["services"].items() for port in svc.get("ports", [])
+    ]
+    assert len(published) >= 5
+    for name, port in published:
+        # "HOST_IP:HOST_PORT:CONTAINER_PORT"; without the address Docker binds 0.0.0.0
+        assert isinstance(port, str) and re.fullmatch(r"127\.0\.0\.1:\d+:\d+", port), (name, port)
+    # and nothing is published by the other way of doing it
+    for name, svc in compose()["services"].items():
+        assert svc.get("network_mode") != "host", name
 
 
 def test_the_sim_runs_only_in_the_demo_profile():
@@ -39,6 +59,7 @@ def test_the_sim_runs_only_in_the_demo_profile():
 def test_published_ports_match_what_the_services_listen_on():
     services = compose()["services"]
     published = {n: [p.split(":")[-1] for p in s.get("ports", [])] for n, s in services.items()}
+    assert "secrets-check" not in published or not published["secrets-check"]
     cfg = load_config(ROOT / "deploy" / "config" / "costgate.yaml")
     assert str(cfg.gateway.port) in published["gateway"]
     assert str(cfg.gateway.ray.dashboard_port) in published["gateway"]
@@ -113,7 +134,7 @@ def test_prometheus_scrapes_the_gateway_service_on_its_port():
     assert prom["scrape_configs"][0]["metrics_path"] == "/metrics"
 
 
-@pytest.mark.parametrize("service", COSTGATE_SERVICES)
+@pytest.mark.parametrize("service", [s for s in COSTGATE_SERVICES if s != ONE_SHOT])
 def test_python_healthchecks_are_valid_python_probing_the_services_own_port(service):
     svc = compose()["services"][service]
     kind, exe, flag, code = svc["healthcheck"]["test"]
@@ -126,3 +147,65 @@ def test_python_healthchecks_are_valid_python_probing_the_services_own_port(serv
         "sim": "9100",
     }
     assert port == listens[service]
+
+
+def _secrets_checked() -> list[str]:
+    svc = compose()["services"][ONE_SHOT]
+    assert svc["command"][0] == "check-secrets"
+    return svc["command"][1:]
+
+
+def test_nothing_starts_before_the_secrets_check_has_passed():
+    services = compose()["services"]
+    checked = _secrets_checked()
+    # every secret the stack needs, i.e. every one whose absence compose refuses
+    required = set(re.findall(r"\$\{([A-Z0-9_]+):\?", COMPOSE.read_text()))
+    assert set(checked) == required
+    assert set(services[ONE_SHOT]["environment"]) == required
+    assert services[ONE_SHOT]["restart"] == "no"
+    for name, svc in services.items():
+        if name != ONE_SHOT:
+            condition = svc["depends_on"][ONE_SHOT]["condition"]
+            assert condition == "service_completed_successfully", name
+
+
+def _example_env() -> dict[str, str]:
+    values = {}
+    for line in EXAMPLE_ENV.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, value = line.split("=", 1)
+            values[name] = value.strip("'")
+    return values
+
+
+def _check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in _example_env()}
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "check-secrets", *_secrets_checked()],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+
+
+def test_the_example_envs_placeholders_are_refused_without_being_shown():
+    example = _example_env()
+    refused = _check(example)
+    assert refused.returncode == 1
+    for name in _secrets_checked():
+        assert f"{name} still holds the example's placeholder" in refused.stderr
+        assert example[name] not in refused.stderr + refused.stdout
+    # a Ray token that is set but short is refused too (it is the cluster's only lock)
+    real = {name: f"real-{name.lower()}-1e5a3b" for name in _secrets_checked()}
+    short = _check({**real, "RAY_AUTH_TOKEN": "abc123"})
+    assert short.returncode == 1 and "RAY_AUTH_TOKEN is shorter than" in short.stderr
+    assert "abc123" not in short.stderr
+
+
+def test_real_secrets_pass_the_check():
+    real = {name: f"real-{name.lower()}-1e5a3b" for name in _secrets_checked()}
+    real["RAY_AUTH_TOKEN"] = "Qm9vdHN0cmFwIHRva2VuIGZvciB0aGUgdGVzdHMgb25seQ"
+    passed = _check(real)
+    assert passed.returncode == 0, passed.stderr

@@ -8,6 +8,7 @@ from gateway.cli import deploy as cli_deploy
 from gateway.control.kuberay import CONFIG_PATH, STATE_DIR, manifests, render
 from gateway.control.serve_config import serve_config
 from gateway.domain.config import load_config
+from gateway.domain.environment import secret_problems
 from tests.deploy.repo_files import CONTAINER_CONFIG, K8S, ROOT, yaml_docs
 
 GENERATED = K8S / "costgate.yaml"
@@ -187,3 +188,94 @@ def test_k8s_manifest_and_the_migration_job_are_commands_costgate_accepts():
     job = _by_kind(yaml_docs(GENERATED))["Job"]
     (container,) = job["spec"]["template"]["spec"]["containers"]
     assert callable(parser.parse_args(container["args"]).func)
+
+
+def _ray_containers(service: dict) -> list[dict]:
+    cluster = service["spec"]["rayClusterConfig"]
+    groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+    return [c for g in groups for c in g["template"]["spec"]["containers"]]
+
+
+def test_ray_runs_with_token_auth_from_the_secret_on_every_ray_container():
+    service = _by_kind(yaml_docs(GENERATED))["RayService"]
+    cluster = service["spec"]["rayClusterConfig"]
+    # KubeRay 1.6+: token mode, and the operator's own calls use our Secret's token
+    assert cluster["authOptions"] == {"mode": "token", "secretName": "costgate-secrets"}
+    # KubeRay's minimum for token auth is Ray 2.52
+    major, minor = (int(x) for x in cluster["rayVersion"].split(".")[:2])
+    assert (major, minor) >= (2, 52)
+    token_ref = {"secretKeyRef": {"name": "costgate-secrets", "key": "auth_token"}}
+    containers = _ray_containers(service)
+    assert len(containers) >= 2
+    for container in containers:
+        env = {e["name"]: e for e in container["env"]}
+        assert env["RAY_AUTH_MODE"]["value"] == "token", container["name"]
+        # not optional: a Ray pod without the token must not start
+        assert env["RAY_AUTH_TOKEN"]["valueFrom"] == token_ref, container["name"]
+    # the dashboard's routing editor calls Ray's dashboard with the same token
+    dashboard = _by_kind(yaml_docs(K8S / "dashboard.yaml"))["Deployment"]
+    (editor,) = dashboard["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in editor["env"]}
+    assert env["RAY_AUTH_TOKEN"]["valueFrom"] == token_ref
+    # and the Secret's example holds a placeholder that costgate refuses
+    secret = yaml_docs(K8S / "secret.example.yaml")[0]
+    problems = secret_problems(secret["stringData"], ["auth_token"])
+    assert problems and "placeholder" in problems[0]
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    # only matchLabels is used by our manifests; anything else would need a real evaluator
+    assert set(selector) <= {"matchLabels"}, selector
+    return selector.get("matchLabels", {}).items() <= labels.items()
+
+
+def _admits(policy: dict, source: dict, same_namespace: bool, port: int) -> bool:
+    """NetworkPolicy's ingress rules, for a pod selected by `policy` (matchLabels only)."""
+    for rule in policy["spec"]["ingress"]:
+        ports = rule.get("ports")
+        if ports is not None and port not in [p["port"] for p in ports]:
+            continue
+        peers = rule.get("from")
+        if peers is None:
+            return True
+        for peer in peers:
+            assert set(peer) <= {"podSelector", "namespaceSelector"}, peer
+            if "namespaceSelector" in peer:
+                in_namespace = _selects(peer["namespaceSelector"], {})  # {}: any namespace
+            else:
+                in_namespace = same_namespace
+            if in_namespace and _selects(peer.get("podSelector", {}), source):
+                return True
+    return False
+
+
+def test_the_network_policy_keeps_rays_ports_to_costgates_own_pods():
+    docs = _by_kind(yaml_docs(GENERATED))
+    policy, service = docs["NetworkPolicy"], docs["RayService"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    cluster = service["spec"]["rayClusterConfig"]
+    for group in (cluster["headGroupSpec"], *cluster["workerGroupSpecs"]):
+        assert _selects(policy["spec"]["podSelector"], group["template"]["metadata"]["labels"])
+    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in head["ports"]}
+    ray_ports = [ports["gcs-server"], ports["dashboard"], ports["client"]]
+    # Ray's agent (52365) and raylet/object manager/worker ports are not listed on the
+    # container: they are closed by the same rules
+    ray_ports += [52365, 8076, 10002]
+    ray_pod = cluster["headGroupSpec"]["template"]["metadata"]["labels"]
+    editor = _by_kind(yaml_docs(K8S / "dashboard.yaml"))["Deployment"]
+    editor_pod = editor["spec"]["template"]["metadata"]["labels"]
+    stranger = {"app": "something-else"}
+    operator = {"app.kubernetes.io/name": "kuberay-operator"}
+    for port in ray_ports:
+        assert _admits(policy, ray_pod, True, port), port  # the other Ray nodes
+        assert _admits(policy, editor_pod, True, port), port
+        assert not _admits(policy, stranger, True, port), port
+        assert not _admits(policy, stranger, False, port), port
+        assert not _admits(policy, ray_pod, False, port), port  # same labels, elsewhere
+    # the operator reaches the dashboard (to deploy serveConfigV2) and nothing else of Ray
+    assert _admits(policy, operator, False, ports["dashboard"])
+    assert not _admits(policy, operator, False, ports["gcs-server"])
+    # the gateway's API and Ray's metrics stay open to whoever may reach the pods
+    for port in (ports["serve"], ports["metrics"]):
+        assert _admits(policy, stranger, False, port)

@@ -1,9 +1,13 @@
 """A gateway without Ray: the same GatewayService and HTTP app, served by uvicorn in a
-thread, its records collected in a list. For request-path tests that need no replicas."""
+thread, its records collected in a list. For request-path tests that need no replicas.
+
+Keys are required, as in every shipped config; with no database, its one key is a static
+key (`static_key_envs`): `gw.api_key`, sent by `gw.headers`."""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -22,11 +26,15 @@ from gateway.routing.circuit_breaker import BreakerBoard
 from tests.fixtures.gateway import PLAIN_GATEWAY_PORT, PROVIDER_SECRET, gateway_config
 from tests.fixtures.ports import PortBlock
 
+PLAIN_KEY_ENV = "COSTGATE_TEST_PLAIN_KEY"
+
 
 class PlainGateway:
-    def __init__(self, service: GatewayService, base_url: str) -> None:
+    def __init__(self, service: GatewayService, base_url: str, api_key: str) -> None:
         self.service = service
         self.base_url = base_url
+        self.api_key = api_key
+        self.headers = {"authorization": f"Bearer {api_key}"}
         self.records: list[UsageRecord] = []
 
     def wait_records(self, n: int, timeout: float = 10.0) -> list[UsageRecord]:
@@ -44,11 +52,13 @@ def plain_gateway(
     mp = pytest.MonkeyPatch()
     for env in ("OPENAI_API_KEY", "DEEPSEEK_API_KEY", "RELAY_API_KEY"):
         mp.setenv(env, PROVIDER_SECRET)
+    api_key = "cg-plain-" + secrets.token_urlsafe(16)
+    mp.setenv(PLAIN_KEY_ENV, api_key)
     path = gateway_config(
         Path(sim_server.config_path),
         tmp_path_factory.mktemp("plain") / "costgate.yaml",
         port_block,
-        require_keys=False,
+        static_key_envs=[PLAIN_KEY_ENV],
         max_body_bytes=64 * 1024,
     )
     cfg = load_config(path)
@@ -65,7 +75,7 @@ def plain_gateway(
             gw.records.append(record)
 
         service = GatewayService(cfg, sink=RecordSink(submit=sink))
-        gw = PlainGateway(service, f"http://127.0.0.1:{plain_port}")
+        gw = PlainGateway(service, f"http://127.0.0.1:{plain_port}", api_key)
         server = uvicorn.Server(
             uvicorn.Config(build_app(service), host="127.0.0.1", port=plain_port, log_level="error")
         )

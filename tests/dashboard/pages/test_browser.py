@@ -1,7 +1,8 @@
 """The dashboard in a real browser (Debian's Chromium, headless) against a running
-gateway, sim and PostgreSQL: ops sign in, read the KPIs, change a routing weight and the
-gateway routes by it; a viewer cannot. A screenshot of every page goes to
-artifacts/screenshots/."""
+gateway, sim and PostgreSQL: an admin reads the KPIs on every page; ops change a routing
+weight and the gateway routes by it; a viewer cannot, nor open a page of another role by
+its URL; a sign-in survives a reload (its cookie) and a sign-out ends it, for a copy of
+the cookie too. A screenshot of every page goes to artifacts/screenshots/."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 from sqlalchemy import create_engine, text
 
-from dashboard.auth import USERS_ENV, hash_password
+from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password
 from db.engine import normalize_url
 from gateway.replica.service import REQUEST_ID_HEADER
 
@@ -54,8 +55,13 @@ def dashboard(gateway, tmp_path_factory) -> Iterator[str]:
         COSTGATE_GATEWAY_URL=gateway.base_url,
         COSTGATE_DASHBOARD_REFRESH_S="3600",  # no timer reruns while the test types
     )
-    env[USERS_ENV] = (
-        f"olga:ops:{hash_password('ops-pass', 1000)},vic:viewer:{hash_password('view-pass', 1000)}"
+    env[USERS_ENV] = ",".join(
+        f"{name}:{role}:{hash_password(password, MIN_PBKDF2_ITERATIONS)}"
+        for name, role, password in (
+            ("ann", "admin", "admin-pass"),
+            ("olga", "ops", "ops-pass"),
+            ("vic", "viewer", "view-pass"),
+        )
     )
     command = [
         *(sys.executable, "-m", "gateway.cli", "dashboard"),
@@ -130,13 +136,29 @@ def settle(page: Page) -> None:
     page.wait_for_timeout(700)  # charts and grids paint after the script ends
 
 
-def sign_in(page: Page, url: str, name: str, password: str) -> None:
+def sign_in(page: Page, url: str, name: str, password: str, lands_on: str = "Overview") -> None:
     page.goto(url)
     page.get_by_role("textbox", name="Name").fill(name)
     page.get_by_role("textbox", name="Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=120_000)
+    expect(page.get_by_role("heading", name=lands_on)).to_be_visible(timeout=120_000)
     settle(page)
+
+
+def session_cookie(page: Page, timeout_s: float = 30) -> dict | None:
+    """The sign-in cookie in the page's browser context, once the page has written it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [c for c in page.context.cookies() if c["name"] == "costgate_session"]
+        if found or time.monotonic() > deadline:
+            return dict(found[0]) if found else None
+        page.wait_for_timeout(200)
+
+
+def nav_links(page: Page) -> list[str]:
+    """The page titles the sidebar offers (a link's text starts with its icon's name)."""
+    links = page.get_by_test_id("stSidebarNav").get_by_role("link")
+    return [t.strip().splitlines()[-1].strip() for t in links.all_inner_texts()]
 
 
 def open_page(page: Page, title: str) -> None:
@@ -177,7 +199,7 @@ def edit_weights(page: Page, weights: list[int]) -> None:
         settle(page)  # each edit reruns the page; the next one waits for it
 
 
-def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dashboard, browser):
+def test_an_admin_reads_the_kpis_on_every_page(gateway, dashboard, browser):
     send_requests(gateway, 12)
     start = dt.datetime.combine(
         dt.datetime.now(dt.UTC).date() - dt.timedelta(days=29), dt.time(), dt.UTC
@@ -185,13 +207,22 @@ def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dash
     expected_requests = ledger_count(gateway.database_url, "started_at >= :s", s=start)
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    sign_in(page, dashboard, "olga", "ops-pass")
+    sign_in(page, dashboard, "ann", "admin-pass")
+    assert nav_links(page) == PAGES
     assert metric_value(page, "Requests") == f"{expected_requests:,}"
     assert metric_value(page, "Spend").startswith("$")
     for title in PAGES:
         if title != "Overview":
             open_page(page, title)
-        shot(page, "ops-" + title.lower().replace(" & ", "-").replace(" ", "-"))
+        shot(page, "admin-" + title.lower().replace(" & ", "-").replace(" ", "-"))
+    page.close()
+
+
+def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dashboard, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    # ops land on their first page and are offered only the Ops pages
+    sign_in(page, dashboard, "olga", "ops-pass", lands_on="Latency & errors")
+    assert nav_links(page) == ["Latency & errors", "Routing", "Requests"]
 
     open_page(page, "Routing")
     expect(page.get_by_text("Live weights of Serve app")).to_be_visible()
@@ -251,19 +282,71 @@ def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dash
             note="restore after the browser test",
             database_url=gateway.database_url,
             gateway_url=gateway.base_url,
+            admin=gateway.serve_admin(),  # Ray's token, from the gateway's state dir
         )
     page.close()
 
 
-def test_a_viewer_sees_routing_but_cannot_edit_it(dashboard, browser):
+def test_a_viewer_sees_routing_but_cannot_edit_it_nor_open_export(dashboard, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     sign_in(page, dashboard, "vic", "view-pass")
+    assert nav_links(page) == ["Overview", "Savings", "Spend", "Latency & errors", "Routing"]
     open_page(page, "Routing")
-    expect(page.get_by_text("only ops can change routing")).to_be_visible()
+    expect(page.get_by_text("only ops and admins can change routing")).to_be_visible()
     expect(page.get_by_role("button", name="Review change")).to_have_count(0)
     expect(page.get_by_text("Weights per alias")).to_be_visible()
     shot(page, "viewer-routing")
+    # a page the sidebar does not offer, opened by its URL (a new session: the cookie)
+    page.goto(f"{dashboard}/export")
+    expect(page.get_by_text("Export is not available to vic (viewer).")).to_be_visible(
+        timeout=60_000
+    )
+    expect(page.get_by_role("button", name="Download CSV")).to_have_count(0)
+    shot(page, "viewer-export-refused")
     page.close()
+
+
+def test_sign_in_survives_a_reload_and_sign_out_ends_it_for_every_copy(dashboard, browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    sign_in(page, dashboard, "vic", "view-pass")
+    cookie = session_cookie(page)
+    assert cookie is not None, "the sign-in cookie was never written"
+    assert cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+    assert 11 * 3600 < cookie["expires"] - time.time() <= 12 * 3600  # 12 h by default
+    page.reload()
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
+    expect(page.get_by_text("Signed in as vic (viewer)")).to_be_visible()
+    expect(page.get_by_role("button", name="Sign in")).to_have_count(0)
+
+    # the date range asked for in a URL is cut to the ledger's data, with a note
+    page.goto(f"{dashboard}/?from=1900-01-01")
+    expect(page.get_by_text("The date range starts")).to_be_visible(timeout=60_000)
+    settle(page)
+    assert "from=1900-01-01" not in page.url
+    shot(page, "viewer-clamped-range")
+
+    # a copy of the cookie in another browser signs in too, while the session is open
+    other = browser.new_context()
+    other.add_cookies([cookie])
+    copy = other.new_page()
+    copy.goto(dashboard)
+    expect(copy.get_by_text("Signed in as vic (viewer)")).to_be_visible(timeout=60_000)
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible(timeout=30_000)
+    deadline = time.monotonic() + 30
+    while session_cookie(page, timeout_s=0) is not None and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    assert session_cookie(page, timeout_s=0) is None, "the cookie was not cleared"
+    page.reload()
+    expect(page.get_by_role("button", name="Sign in")).to_be_visible(timeout=60_000)
+    # the copy still carries the cookie, but its session is closed on the server
+    copy.reload()
+    expect(copy.get_by_role("button", name="Sign in")).to_be_visible(timeout=60_000)
+    expect(copy.get_by_text("Signed in as vic")).to_have_count(0)
+    other.close()
+    context.close()
 
 
 def test_wrong_password_is_refused(dashboard, browser):

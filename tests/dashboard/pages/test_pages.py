@@ -1,5 +1,11 @@
 """Every page rendered with AppTest against a real PostgreSQL, empty and seeded; the
-figures shown are checked against sums the test computes with its own SQL."""
+figures shown are checked against sums the test computes with its own SQL. Users sign in
+with real sessions (under a temporary state dir), so the server-side checks every run
+makes are the real ones: roles, team scope, sessions, throttling, date clamping.
+
+AppTest (Streamlit 1.67) cannot click the sidebar's widgets of an `st.navigation` app:
+after the first run its sidebar comes back empty. The sidebar is read on first runs
+here; sign-out and the date picker are driven in the browser (test_browser.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +18,9 @@ import streamlit as st
 from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
-from dashboard.auth import USERS_ENV, hash_password
-from dashboard.components.session import USER_KEY, SessionUser
+from dashboard.access.sessions import SessionStore, SessionUser
+from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password
+from dashboard.components.session import COOKIE_PENDING_KEY, USER_KEY
 from dashboard.settings import load_settings
 from gateway.devtools.seed import seed_ledger
 from gateway.domain.config import default_config_path, load_config
@@ -26,12 +33,35 @@ NOW = dt.datetime.now(dt.UTC)
 TODAY = NOW.date()
 
 
+# a user per role, named after it; `tess` is finance for the platform team only
+PEOPLE = {
+    "admin": "ann",
+    "finance": "fin",
+    "ops": "olga",
+    "viewer": "vic",
+    "team": "tess",
+}
+USERS = ",".join(
+    f"{name}:{role}:{hash_password(f'pw-{name}', MIN_PBKDF2_ITERATIONS)}"
+    for role, name in PEOPLE.items()
+    if role != "team"
+) + f",tess:finance:{hash_password('pw-tess', MIN_PBKDF2_ITERATIONS)}:platform"
+ALLOWED = {
+    "admin": set(PAGES),
+    "finance": {"overview", "savings", "spend", "export"},
+    "ops": {"latency_errors", "routing", "requests"},
+    "viewer": {"overview", "savings", "spend", "latency_errors", "routing"},
+}
+
+
 @pytest.fixture
-def dashboard_env(database_url, monkeypatch):
+def dashboard_env(database_url, monkeypatch, tmp_path):
     monkeypatch.setenv("DATABASE_URL", database_url)
     # nothing listens there: the Routing page must say the gateway is not reachable
     monkeypatch.setenv("COSTGATE_RAY_DASHBOARD_URL", "http://127.0.0.1:19499")
-    monkeypatch.setenv(USERS_ENV, f"alice:ops:{hash_password('pw-a', 1000)}")
+    monkeypatch.setenv(USERS_ENV, USERS)
+    # the session secret, the sessions and the stored rollup days of this test alone
+    monkeypatch.setenv("COSTGATE_STATE_DIR", str(tmp_path))
     load_settings.cache_clear()
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -44,12 +74,30 @@ def seeded(dashboard_env, database_url, empty_usage):
     seed_ledger(database_url, CFG, 4000, days=70, end=NOW, seed=3)
 
 
+def signed_in(role: str) -> SessionUser:
+    """A real session for the role's user, as the sign-in form would open it."""
+    name = PEOPLE[role]
+    session_id = SessionStore.from_environment().open(name).session_id
+    team = "platform" if role == "team" else None
+    return SessionUser(name, "finance" if role == "team" else role, team, session_id)
+
+
 def app_as(role: str | None, **query) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     if role:
-        at.session_state[USER_KEY] = SessionUser("alice" if role == "ops" else "bob", role)
+        at.session_state[USER_KEY] = signed_in(role)
     at.query_params.update(query)
     return at.run()
+
+
+def sign_in_attempt(at: AppTest, name: str, password: str) -> AppTest:
+    at.text_input(key="sign_in_name").input(name)
+    at.text_input(key="sign_in_password").input(password)
+    return at.button(key="FormSubmitter:sign_in-Sign in").click().run()
+
+
+def refused(at: AppTest) -> bool:
+    return any("is not available to" in e.value for e in at.error)
 
 
 def open_page(at: AppTest, page: str) -> AppTest:
@@ -60,21 +108,76 @@ def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
-def test_sign_in_is_required_and_checks_the_password(dashboard_env):
+def test_sign_in_is_required_and_opens_a_session_with_a_signed_cookie(dashboard_env):
     at = app_as(None)
     assert not at.metric and at.button(key="FormSubmitter:sign_in-Sign in")
-    at.text_input(key="sign_in_name").input("alice")
-    at.text_input(key="sign_in_password").input("wrong")
-    at.button(key="FormSubmitter:sign_in-Sign in").click().run()
+    sign_in_attempt(at, "olga", "wrong")
     assert "Wrong name or password" in at.error[0].value
-    at.text_input(key="sign_in_password").input("pw-a")
-    at.button(key="FormSubmitter:sign_in-Sign in").click().run()
-    assert at.session_state[USER_KEY] == SessionUser("alice", "ops")
-    assert "Signed in as **alice** (ops)" in at.sidebar.caption[0].value
+    sign_in_attempt(at, "olga", "pw-olga")
+    user = at.session_state[USER_KEY]
+    assert (user.name, user.role, user.team) == ("olga", "ops", None)
+    assert "Signed in as **olga** (ops)" in at.sidebar.caption[0].value
+    # the cookie handed to the browser signs this same session in after a reload
+    name, value = at.session_state[COOKIE_PENDING_KEY].split(";")[0].split("=", 1)
+    assert name == "costgate_session"
+    assert SessionStore.from_environment().resolve(value) == ("olga", user.session_id)
+
+
+def test_ten_wrong_passwords_are_throttled_and_then_even_the_right_one_waits(dashboard_env):
+    at = app_as(None)
+    for i in range(10):
+        sign_in_attempt(at, "olga", f"guess-{i}")
+        message = at.error[0].value
+        if i < 4:
+            assert message == "Wrong name or password.", i
+        elif i == 4:
+            assert "Too many failures: the next try waits 30 s" in message
+        else:  # locked: refused before the password is looked at
+            assert message.startswith("Too many failed sign-ins: try again in"), (i, message)
+    sign_in_attempt(at, "olga", "pw-olga")
+    assert at.error[0].value.startswith("Too many failed sign-ins")
+    assert USER_KEY not in at.session_state
+
+
+def test_a_session_closed_elsewhere_signs_this_one_out_on_its_next_run(seeded):
+    at = app_as("viewer")
+    assert at.metric
+    SessionStore.from_environment().close(at.session_state[USER_KEY].session_id)
+    at.run()  # the page checks the session itself (AppTest reruns only the page)
+    assert USER_KEY not in at.session_state and not at.metric
+    assert "Max-Age=0" in at.session_state[COOKIE_PENDING_KEY]  # the cookie is cleared
+    # the app script's own check says so, and offers the sign-in form again
+    closed = signed_in("viewer")
+    SessionStore.from_environment().close(closed.session_id)
+    again = AppTest.from_file(APP, default_timeout=120)
+    again.session_state[USER_KEY] = closed
+    again.run()
+    assert any("Your session has ended" in i.value for i in again.info)
+    assert again.button(key="FormSubmitter:sign_in-Sign in") and not again.metric
+
+
+def test_a_session_state_claiming_another_role_gets_the_configured_one(dashboard_env):
+    at = AppTest.from_file(APP, default_timeout=120)
+    vic = signed_in("viewer")
+    at.session_state[USER_KEY] = SessionUser("vic", "admin", None, vic.session_id)
+    at.run()
+    assert at.session_state[USER_KEY].role == "viewer"
+    assert refused(open_page(at, "export"))
+
+
+@pytest.mark.parametrize("role", ["admin", "finance", "ops", "viewer"])
+def test_each_role_opens_its_pages_and_is_refused_the_others(seeded, role):
+    at = app_as(role)
+    for page in PAGES:
+        open_page(at, page)
+        assert not at.exception, (role, page, at.exception)
+        assert refused(at) == (page not in ALLOWED[role]), (role, page)
+        if refused(at):  # refused before any figure is drawn
+            assert not at.metric and not at.dataframe, (role, page)
 
 
 def test_every_page_shows_what_to_do_on_an_empty_ledger(dashboard_env, empty_usage):
-    at = app_as("ops")
+    at = app_as("admin")
     for page in PAGES:
         open_page(at, page)
         assert not at.exception, (page, at.exception)
@@ -84,7 +187,7 @@ def test_every_page_shows_what_to_do_on_an_empty_ledger(dashboard_env, empty_usa
 
 
 def test_every_page_renders_on_a_seeded_ledger(seeded):
-    at = app_as("viewer")
+    at = app_as("admin")
     for page in PAGES:
         open_page(at, page)
         assert not at.exception, (page, at.exception)
@@ -167,7 +270,7 @@ def test_spend_page_forecast_starts_from_month_to_date(seeded, ledger_engine):
 def test_routing_page_is_read_only_for_viewers(seeded):
     at = open_page(app_as("viewer"), "routing")
     assert not at.exception
-    assert any("only ops can change routing" in i.value for i in at.info)
+    assert any("only ops and admins can change routing" in i.value for i in at.info)
     assert not [b for b in at.button if b.key == "routing_review"]
     # the seeded history's change is listed
     history = at.dataframe[-1].value
@@ -187,7 +290,7 @@ def test_routing_page_without_a_gateway_says_so_and_shows_config_weights(seeded)
 
 
 def test_requests_page_drills_down_by_request_id(seeded, ledger_engine):
-    at = open_page(app_as("viewer"), "requests")
+    at = open_page(app_as("ops"), "requests")
     log = at.dataframe[0].value
     assert len(log) == 500 and "prompt" not in log.columns
     rid = log["request_id"].iloc[0]
@@ -196,6 +299,42 @@ def test_requests_page_drills_down_by_request_id(seeded, ledger_engine):
 
 
 def test_export_offers_a_csv_that_reconciles(seeded, ledger_engine):
-    at = open_page(app_as("viewer"), "export")
+    at = open_page(app_as("finance"), "export")
     assert not at.exception
     assert any("rows; money in USD" in c.value for c in at.caption)
+
+
+def test_a_team_scoped_user_sees_only_its_team(seeded, ledger_engine):
+    start = dt.datetime.combine(TODAY - dt.timedelta(days=29), dt.time(), dt.UTC)
+    team = sql_sums(ledger_engine, "started_at >= :s AND team = 'platform'", s=start)
+    everyone = sql_sums(ledger_engine, "started_at >= :s", s=start)
+    assert 0 < team["requests"] < everyone["requests"]
+    at = app_as("team")
+    shown = metrics(at)
+    assert shown["Requests"] == f"{team['requests']:,}"
+    assert same_as_shown(shown["Spend"], team["spend"])
+    assert "team platform" in at.sidebar.caption[0].value
+    assert at.sidebar.multiselect(key="filter_team").options == ["platform"]
+    assert set(at.sidebar.multiselect(key="filter_app").options) == {"search", "internal-tools"}
+    open_page(at, "spend")
+    at.radio(key="spend_by").set_value("Team").run()
+    assert at.dataframe[-1].value["team"].tolist() == ["platform"]
+    # another team asked for in the URL is dropped: still only its own team's rows
+    at = app_as("team", team="customer")
+    assert metrics(at)["Requests"] == f"{team['requests']:,}"
+    assert at.query_params.get("team") is None
+
+
+def test_a_range_from_1900_is_clamped_to_the_ledger_with_a_note(seeded, ledger_engine):
+    with ledger_engine.connect() as conn:
+        first = conn.execute(
+            text("SELECT min(started_at AT TIME ZONE 'UTC')::date FROM usage_records")
+        ).scalar_one()
+    at = app_as("viewer", **{"from": "1900-01-01", "to": TODAY.isoformat()})
+    assert not at.exception
+    assert any(f"starts {first:%Y-%m-%d}" in i.value for i in at.sidebar.info)
+    assert at.caption[0].value.startswith(f"Period: {first:%Y-%m-%d} → {TODAY:%Y-%m-%d}")
+    assert at.query_params["from"] == first.isoformat()
+    assert at.sidebar.date_input(key="filter_dates").value == (first, TODAY)
+    shown = metrics(at)
+    assert shown["Requests"] == f"{sql_sums(ledger_engine)['requests']:,}"

@@ -1,10 +1,19 @@
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
 import subprocess
 import sys
 
-from dashboard.auth import USERS_ENV, load_users, verify_password
-from gateway.cli.dashboard import dashboard_env, streamlit_command
+from dashboard.auth import (
+    MIN_PBKDF2_ITERATIONS,
+    USERS_ENV,
+    hash_password,
+    load_users,
+    verify_password,
+)
+from gateway.cli.dashboard import dashboard_env, sign_in_problem, streamlit_command
 from gateway.cli.main import build_parser
 
 
@@ -23,13 +32,41 @@ def test_hash_password_prints_a_hash_that_verifies():
 def test_without_users_a_one_time_admin_password_is_made():
     env, password = dashboard_env({}, None)
     users = load_users(env)
-    assert users["admin"].role == "ops"
+    assert users["admin"].role == "admin"
     assert password and verify_password(password, users["admin"].password_hash)
 
 
 def test_configured_users_are_left_alone():
-    env, password = dashboard_env({USERS_ENV: "bob:viewer:" + "0" * 64}, None)
-    assert password is None and env[USERS_ENV] == "bob:viewer:" + "0" * 64
+    entry = f"bob:viewer:{hash_password('b', MIN_PBKDF2_ITERATIONS)}"
+    env, password = dashboard_env({USERS_ENV: entry}, None)
+    assert password is None and env[USERS_ENV] == entry
+
+
+def test_a_bare_sha256_user_stops_the_dashboard_at_start_naming_the_user(tmp_path):
+    digest = hashlib.sha256(b"pw").hexdigest()
+    env = dict(os.environ, COSTGATE_STATE_DIR=str(tmp_path))
+    env[USERS_ENV] = f"bob:viewer:{digest}"
+    env.pop("COSTGATE_DASHBOARD_USERS_FILE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "dashboard", "--port", "19402"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2  # before Streamlit would start
+    assert "cannot start" in done.stderr and "(bob)" in done.stderr
+    assert "bare SHA-256" in done.stderr and digest not in done.stderr + done.stdout
+
+
+def test_the_start_check_makes_the_session_secret_once(tmp_path):
+    env = {USERS_ENV: f"bob:viewer:{hash_password('b', MIN_PBKDF2_ITERATIONS)}"}
+    env["COSTGATE_STATE_DIR"] = str(tmp_path)
+    assert sign_in_problem(env) is None
+    secret = tmp_path / "dashboard-secret"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    short = dict(env, COSTGATE_DASHBOARD_SECRET="too-short")
+    assert "shorter than 32" in (sign_in_problem(short) or "")
 
 
 def test_dashboard_and_seed_commands_parse():

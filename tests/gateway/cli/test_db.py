@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from db.keys import hash_key, load_active_keys
@@ -43,12 +45,53 @@ def test_keys_revoke_by_id_prefix_and_unknown_id_fails(
     assert "no key" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("clean_ledger")
+def test_keys_create_stores_a_scope_and_list_shows_it(
+    ledger_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["keys", "create", "--app", "bot", "--models", "fast, gpt-4.1", "--max-n", "2",
+            "--max-output-tokens", "100", "--expires", "2099-01-01"]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    info = load_active_keys(ledger_env)[hash_key(out.strip())]
+    assert info.allowed_models == ("fast", "gpt-4.1") and (info.max_n, info.max_output_tokens) == (
+        2, 100)
+    assert info.expires_at == dt.datetime(2099, 1, 1, tzinfo=dt.UTC) and not info.is_admin
+    assert "warning" not in err and "models fast,gpt-4.1" in err
+    assert main(["keys", "create", "--app", "ops", "--admin"]) == 0
+    admin = capsys.readouterr().out.strip()
+    assert load_active_keys(ledger_env)[hash_key(admin)].is_admin
+
+    assert main(["keys", "list"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[0].split()[-2:] == ["ADMIN", "SCOPE"]
+    bot = next(line for line in listing if " bot " in line)
+    assert "models fast,gpt-4.1 n<=2 output<=100 expires 2099-01-01 00:00" in bot
+    ops = next(line for line in listing if " ops " in line)
+    assert " yes " in ops and ops.endswith("any model")
+
+
+@pytest.mark.usefixtures("clean_ledger")
+def test_keys_create_refuses_a_dead_scope_and_warns_of_unknown_models(
+    ledger_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for bad in (["--expires", "2001-01-01"], ["--expires", "soon"], ["--max-n", "0"],
+                ["--models", " , "]):
+        with pytest.raises(SystemExit) as info:
+            main(["keys", "create", "--app", "bot", *bad])
+        assert info.value.code == 2, bad
+    assert "not in the future" in capsys.readouterr().err
+    assert load_active_keys(ledger_env) == {}
+    assert main(["keys", "create", "--app", "bot", "--models", "fast,gpt-9"]) == 0
+    assert "warning: not in the config: gpt-9" in capsys.readouterr().err
+
+
 def test_migrate_reports_the_revision_and_syncs_prices(
     ledger_env: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["migrate"]) == 0
     out = capsys.readouterr().out
-    assert "database at revision 0001" in out
+    assert "database at revision 0002" in out
     assert "12 in the config" in out
     assert main(["prices", "sync"]) == 0
     assert "0 new price versions" in capsys.readouterr().out

@@ -1,22 +1,28 @@
 """Live routing changes on a real Ray Serve gateway (2 replicas, the sim upstream, PostgreSQL).
 
-The gateway (tests/fixtures/live_gateway.py) runs with Ray's token auth on, next to a
-second Serve application (a bystander) that every change must leave running.
+The gateway (tests/fixtures/live_gateway.py) runs with Ray's token auth on, as
+`costgate up` starts it, next to a second Serve application (a bystander) that every
+change must leave running.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import stat
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from db.routing_audit import list_routing_changes
+from gateway.control.cluster import ClusterPaths, cluster_processes
+from gateway.control.declarative import RoutingUpdateError
 from gateway.control.routing_update import apply_routing_change, read_live_routing
-from gateway.control.serve_admin import ServeAdmin, ServeAdminError
+from gateway.control.serve_admin import APPLICATIONS_PATH, ServeAdmin, ServeAdminError
 from gateway.domain.routing_settings import RoutingError
 from tests.fixtures.live_gateway import BYSTANDER, RoutingGateway
 
@@ -40,11 +46,40 @@ def set_auto(gw: RoutingGateway, weights: dict[str, str], note: str) -> None:
 
 
 def test_dashboard_calls_without_the_token_are_refused(routing_gateway) -> None:
+    gw = routing_gateway
+    # `up` generated the token into its state dir, readable by its user only
+    token_file = gw.state_dir / "ray" / "auth_token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+    # `up` says where the token is, and never shows it
+    assert str(token_file.resolve()) in gw.up_output and gw.ray_token not in gw.up_output
+    url = gw.dashboard_url + APPLICATIONS_PATH
+    assert httpx.get(url, timeout=10).status_code == 401
+    wrong = {"authorization": "Bearer not-the-token"}
+    assert httpx.get(url, headers=wrong, timeout=10).status_code == 403
+    home_token = Path.home() / ".ray" / "auth_token"
+    if home_token.is_file() and home_token.read_text().strip() != gw.ray_token:
+        # a token some other Ray on this machine left in ~/.ray opens nothing here
+        mine = {"authorization": f"Bearer {home_token.read_text().strip()}"}
+        assert httpx.get(url, headers=mine, timeout=10).status_code == 403
+    right = {"authorization": f"Bearer {gw.ray_token}"}
+    assert httpx.get(url, headers=right, timeout=10).status_code == 200
     with (
-        ServeAdmin(routing_gateway.dashboard_url, token=None) as admin,
+        ServeAdmin(gw.dashboard_url, token=None) as admin,
         pytest.raises(ServeAdminError, match="refused our credentials"),
     ):
         admin.instance()
+    # every process of the head runs in token mode, pointed at that file and no other
+    procs = cluster_processes(ClusterPaths(gw.state_dir).temp_dir)
+    assert len(procs) >= 4  # GCS, raylet, dashboard, workers
+    for proc in procs:
+        try:
+            env, name = proc.environ(), proc.name()
+        except psutil.NoSuchProcess:
+            continue  # a worker that ended meanwhile
+        assert env.get("RAY_AUTH_MODE") == "token", name
+        assert env.get("RAY_AUTH_TOKEN_PATH") == str(token_file.resolve()), name
+        assert "RAY_AUTH_TOKEN" not in env, name
 
 
 def test_show_prints_the_weights_the_replicas_run(routing_gateway) -> None:
@@ -167,6 +202,9 @@ def test_weights_move_live_under_load_in_place_and_audited(routing_gateway) -> N
     assert (row.actor, row.note) == ("ops:test", "move everything to claude")
     assert row.before == SEEDS_MIX
     assert row.after == {"deepseek-v3.2": "0", "gemini-2.5-flash": "0", "claude-sonnet-4.5": "100"}
+    # written before the PUT with the version it replaced, settled once every replica ran it
+    assert row.status == "applied" and row.version_after == row.version_before + 1
+    assert row.outcome_at is not None and row.outcome_at >= row.changed_at
     print(
         f"\nlive change under load: {len(sent)} requests, 0 failed; "
         f"{changed.stdout.strip().splitlines()[-1]}"
@@ -183,3 +221,29 @@ def test_other_applications_survive_a_change(routing_gateway) -> None:
     assert deployed["user_config"] == {"routing": {"version": 42}}
     probe = httpx.get(f"{gw.base_url}/bystander/costgate/routing", timeout=10).json()
     assert probe["routing"]["version"] == 42
+
+
+def test_a_change_not_confirmed_in_time_is_still_audited(routing_gateway) -> None:
+    gw = routing_gateway
+    set_auto(gw, SEEDS_MIX, "seeds' mix")
+    version = read_live_routing(gw.dashboard_url, gw.app_name, cfg=gw.cfg).settings.version
+    with pytest.raises(RoutingUpdateError, match="did not report routing version"):
+        apply_routing_change(
+            gw.dashboard_url,
+            gw.app_name,
+            "auto",
+            {"gemini-2.5-flash": "1"},
+            "tests",
+            "unconfirmable",
+            gw.database_url,
+            cfg=gw.cfg,
+            # nothing answers here: the replicas' confirmation never comes
+            gateway_url="http://127.0.0.1:9",
+            timeout_s=3,
+        )
+    (row,) = list_routing_changes(gw.database_url, app_name=gw.app_name, limit=1)
+    assert (row.note, row.status) == ("unconfirmable", "timed_out")
+    assert (row.version_before, row.version_after) == (version, version + 1)
+    # it was sent, and Serve took it: the trail says so rather than nothing
+    live = read_live_routing(gw.dashboard_url, gw.app_name, cfg=gw.cfg).settings
+    assert live.version == version + 1

@@ -2,8 +2,10 @@
 
 What it proves without a cluster: every application is PUT back, only the ingress's
 user_config changes, bad weights never leave the process, a concurrent writer is
-detected, and refused credentials say so. tests/gateway/control/test_live_update.py
-runs the same path against a real Ray Serve gateway.
+detected, and refused credentials say so. The audit rows go to the test PostgreSQL
+(test_routing_change_audit.py covers their life from pending to outcome).
+tests/gateway/control/test_live_update.py runs the same path against a real Ray Serve
+gateway.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from db.routing_audit import list_routing_changes
 from gateway.control.declarative import (
     RoutingUpdateError,
     declarative_config,
@@ -90,6 +93,9 @@ class FakeDashboard:
         self.puts: list[dict] = []
         self.gets = 0
         self.on_get: Any = None  # a hook to simulate another writer
+        self.on_put: Any = None  # a hook that sees the PUT arrive (before Serve takes it)
+        self.put_status = 200  # what Serve answers a PUT
+        self.takes_puts = True  # False: the controller never takes the new config
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         if self.token and request.headers.get("authorization") != f"Bearer {self.token}":
@@ -101,7 +107,11 @@ class FakeDashboard:
             return httpx.Response(200, json=self.state)
         body = json.loads(request.content)
         self.puts.append(body)
-        for app in body["applications"]:
+        if self.on_put:
+            self.on_put(self)
+        if self.put_status != 200:
+            return httpx.Response(self.put_status, text="Traceback ...\nValueError: refused")
+        for app in body["applications"] if self.takes_puts else ():
             current = self.state["applications"][app["name"]]
             current["deployed_app_config"] = app
             for d in app["deployments"]:
@@ -120,34 +130,30 @@ def set_auto(weights: dict[str, Decimal]):
     return lambda current, static: current.with_weights("auto", weights)
 
 
-def apply(fake: FakeDashboard, change, cfg, monkeypatch, **kw) -> Any:
-    audits: list[tuple] = []
-    monkeypatch.setattr(
-        "db.routing_audit.record_routing_change",
-        lambda *args: audits.append(args) or len(audits),
-    )
+def apply(fake: FakeDashboard, change, cfg, database_url: str, **kw) -> Any:
+    """One change through the update path; its audit rows, newest first."""
     result = apply_routing_settings(
         "http://dashboard",
         "costgate",
         change,
-        actor="t",
+        actor=kw.pop("actor", "t"),
         note="n",
-        database_url=None,
+        database_url=database_url,
         audit_alias="auto",
         cfg=cfg,
         admin=kw.pop("admin", None) or fake.admin(),
         **kw,
     )
-    return result, audits
+    return result, list_routing_changes(database_url)
 
 
 def test_put_carries_every_application_and_only_the_ingress_user_config_changes(
-    cfg, monkeypatch
+    cfg, database_url, clean_ledger
 ) -> None:
     fake = FakeDashboard(instance(cfg))
     original = copy.deepcopy(fake.state)
     new = {"deepseek-v3.2": Decimal(0), "claude-sonnet-4.5": Decimal(100)}
-    result, audits = apply(fake, set_auto(new), cfg, monkeypatch)
+    result, audits = apply(fake, set_auto(new), cfg, database_url)
 
     (body,) = fake.puts
     assert [a["name"] for a in body["applications"]] == ["costgate", "other"]
@@ -160,34 +166,53 @@ def test_put_carries_every_application_and_only_the_ingress_user_config_changes(
     assert routing["version"] == 2
     assert (result.before.version, result.after.version) == (1, 2)
     assert result.in_place and result.pids_after == (101, 102)
-    # the audit row holds the alias's weights before and after, exactly
+    # the audit row holds the alias's weights before and after, exactly, and the outcome
     (audit,) = audits
-    assert audit[1:4] == ("t", "costgate", "auto")
-    assert audit[4] == {"deepseek-v3.2": "60", "gemini-2.5-flash": "30", "claude-sonnet-4.5": "10"}
-    assert audit[5] == {"deepseek-v3.2": "0", "claude-sonnet-4.5": "100"}
+    assert (audit.id, audit.actor, audit.app_name, audit.alias) == (
+        result.audit_id,
+        "t",
+        "costgate",
+        "auto",
+    )
+    assert audit.before == {
+        "deepseek-v3.2": "60",
+        "gemini-2.5-flash": "30",
+        "claude-sonnet-4.5": "10",
+    }
+    assert audit.after == {"deepseek-v3.2": "0", "claude-sonnet-4.5": "100"}
+    assert (audit.status, audit.version_before, audit.version_after) == ("applied", 1, 2)
+    assert audit.outcome_at is not None and audit.outcome_at >= audit.changed_at
 
 
-def test_every_change_moves_the_version_on_by_one(cfg, monkeypatch) -> None:
+def test_every_change_moves_the_version_on_by_one(cfg, database_url, clean_ledger) -> None:
     fake = FakeDashboard(instance(cfg))
     versions = []
     for share in (10, 20, 30):
-        result, _ = apply(fake, set_auto({"deepseek-v3.2": Decimal(share)}), cfg, monkeypatch)
+        result, rows = apply(fake, set_auto({"deepseek-v3.2": Decimal(share)}), cfg, database_url)
         versions.append(result.after.version)
     assert versions == [2, 3, 4]
+    # the lock was released after each change, or the next one would have been refused
+    assert [(r.version_before, r.version_after, r.status) for r in rows] == [
+        (3, 4, "applied"),
+        (2, 3, "applied"),
+        (1, 2, "applied"),
+    ]
 
 
-def test_invalid_weights_are_refused_and_nothing_is_sent(cfg, monkeypatch) -> None:
+def test_invalid_weights_are_refused_and_nothing_is_sent(cfg, database_url, clean_ledger) -> None:
     fake = FakeDashboard(instance(cfg))
     for bad in (
         {"deepseek-v3.2": Decimal(-5)},
         {"deepseek-v3.2": Decimal(0), "gemini-2.5-flash": Decimal(0)},
     ):
         with pytest.raises(RoutingError):
-            apply(fake, set_auto(bad), cfg, monkeypatch)
+            apply(fake, set_auto(bad), cfg, database_url)
     unknown = apply_settings_unknown_model(cfg)
     with pytest.raises(RoutingError, match="unknown model"):
-        apply(fake, unknown, cfg, monkeypatch)
+        apply(fake, unknown, cfg, database_url)
     assert fake.puts == []
+    # refused before anything was locked or written: no row either
+    assert list_routing_changes(database_url) == []
 
 
 def apply_settings_unknown_model(cfg):
@@ -199,7 +224,9 @@ def apply_settings_unknown_model(cfg):
     return change
 
 
-def test_a_writer_in_between_is_detected_and_nothing_is_sent(cfg, monkeypatch) -> None:
+def test_a_writer_in_between_is_detected_and_nothing_is_sent(
+    cfg, database_url, clean_ledger
+) -> None:
     fake = FakeDashboard(instance(cfg))
 
     def other_writer(f: FakeDashboard) -> None:
@@ -211,19 +238,24 @@ def test_a_writer_in_between_is_detected_and_nothing_is_sent(cfg, monkeypatch) -
 
     fake.on_get = other_writer
     with pytest.raises(RoutingConflict, match="version 5"):
-        apply(fake, set_auto({"deepseek-v3.2": Decimal(1)}), cfg, monkeypatch)
+        apply(fake, set_auto({"deepseek-v3.2": Decimal(1)}), cfg, database_url)
     assert fake.puts == []
+    # the refused change is in the trail, with the version it was made for
+    (row,) = list_routing_changes(database_url)
+    assert (row.status, row.version_before, row.version_after) == ("failed", 1, 2)
+    assert row.outcome_at is not None
 
 
-def test_refused_credentials_say_so(cfg, monkeypatch) -> None:
+def test_refused_credentials_say_so(cfg, database_url, clean_ledger) -> None:
     fake = FakeDashboard(instance(cfg), token="s3cret")
     with pytest.raises(ServeAdminError, match="refused our credentials"):
         fake.admin().instance()
     assert fake.admin("s3cret").instance()["applications"]
     # the update path says the same, as its own error
     with pytest.raises(RoutingUpdateError, match="refused our credentials"):
-        apply(fake, set_auto({"deepseek-v3.2": Decimal(1)}), cfg, monkeypatch)
+        apply(fake, set_auto({"deepseek-v3.2": Decimal(1)}), cfg, database_url)
     assert fake.puts == []
+    assert list_routing_changes(database_url) == []  # refused at the first read
 
 
 def test_an_imperatively_deployed_app_stops_the_change(cfg) -> None:

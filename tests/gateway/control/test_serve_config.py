@@ -33,3 +33,21 @@ def test_autoscaling_replaces_a_fixed_replica_count(tmp_path):
     assert "num_replicas" not in dep
     assert dep["autoscaling_config"] == {"min_replicas": 2, "max_replicas": 5,
                                          "target_ongoing_requests": 32}
+
+
+def test_replicas_get_the_configured_graceful_shutdown_sized_for_the_longest_stream(tmp_path):
+    from gateway.control.serve_config import REQUEST_TIMEOUT_S
+    from gateway.replica.ingress import LEDGER_CLOSE_TIMEOUT_S
+
+    cfg = load_config(default_config_path())
+    sc = serve_config(cfg, config_path=Path("c.yaml"), state_dir=tmp_path)
+    (dep,) = sc["applications"][0]["deployments"]
+    # the default lets the longest stream Serve allows drain, then the ledger flush
+    assert dep["graceful_shutdown_timeout_s"] == cfg.gateway.graceful_shutdown_timeout_s
+    assert sc["http_options"]["request_timeout_s"] == REQUEST_TIMEOUT_S
+    assert dep["graceful_shutdown_timeout_s"] >= REQUEST_TIMEOUT_S + LEDGER_CLOSE_TIMEOUT_S
+
+    data = cfg.model_dump(mode="json")
+    data["gateway"]["graceful_shutdown_timeout_s"] = 60
+    sc = serve_config(parse_config(data), config_path=Path("c.yaml"), state_dir=tmp_path)
+    assert sc["applications"][0]["deployments"][0]["graceful_shutdown_timeout_s"] == 60

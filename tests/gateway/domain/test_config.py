@@ -83,3 +83,54 @@ def test_a_provider_key_is_read_from_the_named_variable_only(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     assert cfg.provider("openai").api_key() == "sk-from-env"
     assert "sk-from-env" not in repr(cfg)
+
+
+def test_keys_are_required_by_default_and_in_the_shipped_configs():
+    assert load_config(default_config_path()).gateway.require_keys
+    container = Path(default_config_path()).parents[1] / "deploy" / "config" / "costgate.yaml"
+    assert load_config(container).gateway.require_keys
+    no_gateway = broken(lambda d: d.pop("gateway"))
+    assert parse_config(no_gateway).gateway.require_keys
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.7", "gateway.internal"])
+def test_keys_off_on_a_reachable_address_is_refused_with_the_key_path(host):
+    with pytest.raises(ConfigError) as info:
+        parse_config(broken(lambda d: d["gateway"].update(host=host, require_keys=False)))
+    message = str(info.value)
+    assert "gateway.require_keys: false with gateway.host" in message and host in message
+    assert "gateway.allow_anonymous: true" in message
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.0.0.2"])
+def test_keys_off_on_loopback_needs_no_confirmation(host):
+    cfg = parse_config(broken(lambda d: d["gateway"].update(host=host, require_keys=False)))
+    assert not cfg.gateway.require_keys and not cfg.gateway.allow_anonymous
+
+
+def test_allow_anonymous_lets_keys_off_bind_any_address_and_means_nothing_with_keys_on():
+    cfg = parse_config(broken(lambda d: d["gateway"].update(
+        host="0.0.0.0", require_keys=False, allow_anonymous=True)))
+    assert cfg.gateway.allow_anonymous and not cfg.gateway.require_keys
+    with pytest.raises(ConfigError, match="gateway.allow_anonymous: true has no effect"):
+        parse_config(broken(lambda d: d["gateway"].update(allow_anonymous=True)))
+
+
+def test_the_metrics_token_is_named_by_its_variable_never_given():
+    cfg = parse_config(broken(lambda d: d["gateway"].update(metrics_token_env="METRICS_TOKEN")))
+    assert cfg.gateway.metrics_token_env == "METRICS_TOKEN"
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        (lambda d: d["gateway"].update(metrics_token_env="s3cr3t-value"),
+         "gateway.metrics_token_env"),
+        (lambda d: d["providers"][0].update(api_key_env="sk-s3cr3t-value"),
+         "providers.0.api_key_env"),
+    ],
+)
+def test_a_secret_pasted_where_its_variable_belongs_is_not_echoed(change, path):
+    with pytest.raises(ConfigError) as info:
+        parse_config(broken(change))
+    assert path in str(info.value) and "s3cr3t" not in str(info.value)

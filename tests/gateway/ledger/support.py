@@ -16,6 +16,7 @@ from sqlalchemy import Engine, text
 from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
 
 T0 = dt.datetime(2026, 11, 3, 12, 0, tzinfo=dt.UTC)
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def make_record(**overrides: Any) -> UsageRecord:

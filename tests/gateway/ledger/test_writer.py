@@ -1,6 +1,8 @@
 """The ledger writer against a real PostgreSQL: batched, idempotent, and nothing lost when
 the database goes away (a TCP proxy we cut and restore), hangs, refuses rows, or shuts down.
-What happens to rows on disk is in test_spool.py."""
+What happens to rows on disk is in test_writer_spool.py (and the file protocol itself in
+test_spool.py); the writer's loops surviving their own failures in
+test_writer_supervision.py."""
 
 from __future__ import annotations
 
@@ -97,7 +99,7 @@ async def test_the_same_batch_twice_leaves_one_row_per_request(
     assert row_count(ledger_engine) == 40 == distinct_ids(ledger_engine)
 
 
-async def test_rows_are_kept_during_an_outage_and_written_when_the_database_returns(
+async def test_rows_go_to_disk_during_an_outage_and_reach_the_database_when_it_returns(
     database_proxy: DatabaseProxy,
     ledger_engine: Engine,
     writer_factory: Callable[..., RecordWriter],
@@ -112,14 +114,19 @@ async def test_rows_are_kept_during_an_outage_and_written_when_the_database_retu
     for _ in range(200):
         w.submit(make_record())
     await wait_until(lambda: w.stats()["flush_errors"] >= 3)  # it kept trying, and failing
-    assert w.stats()["buffer_depth"] == 200
+    s = w.stats()
+    assert (s["buffer_depth"], s["spooled"], s["spool_depth"]) == (0, 200, 200)
     assert row_count(ledger_engine) == 30
+    health = w.health()
+    # an outage is what the spool is for: alive and ready, only the database is not ok
+    assert health.alive and health.ready and not health.database_ok
 
     database_proxy.unblock()
     await wait_until(lambda: w.stats()["written"] == 230)
     assert row_count(ledger_engine) == 230 == distinct_ids(ledger_engine)
     s = w.stats()
-    assert (s["buffer_depth"], s["spooled"], s["dropped"]) == (0, 0, 0)
+    assert (s["buffer_depth"], s["spool_depth"], s["replayed"], s["dropped"]) == (0, 0, 200, 0)
+    assert w.health().database_ok
 
 
 async def test_close_flushes_what_is_buffered(
@@ -141,8 +148,10 @@ async def test_close_flushes_what_is_buffered(
         {"app": None},  # NOT NULL
         {"latency_ms": 2**31},  # past int4: refused, never wrapped around
         {"prompt_tokens": "many"},  # psycopg cannot send it as an integer
+        {"prompt_tokens": [1]},  # a type mismatch on the server, not a data error
+        {"status": object()},  # psycopg cannot adapt it at all (and JSON cannot encode it)
     ],
-    ids=["check", "not-null", "int4-range", "wrong-type"],
+    ids=["check", "not-null", "int4-range", "wrong-type", "type-mismatch", "unadaptable"],
 )
 async def test_a_row_the_database_refuses_is_dropped_and_counted_the_rest_are_written(
     database_url: str,
@@ -175,13 +184,18 @@ async def test_counters_add_up_after_an_outage_with_spill(
     w = writer_factory(database_proxy.url, batch_size=10, max_buffer=30)
     await w.start()
     database_proxy.block()
-    for _ in range(75):
+    for i in range(75):
         w.submit(make_record())
+        if i % 10 == 9:
+            await asyncio.sleep(0.05)  # requests arrive over time, not in one loop turn
     database_proxy.unblock()
     await wait_until(lambda: w.stats()["written"] == 75)
+    await wait_until(lambda: w.stats()["spool_depth"] == 0)
     s = w.stats()
-    assert s["queued"] == 75 and s["spooled"] == 45 and s["replayed"] == 45
-    assert s["queued"] == s["written"] + s["dropped"] + s["buffer_depth"] + s["spool_depth"]
+    assert s["queued"] == 75 and s["replayed"] == s["spooled"] and s["dropped"] == 0
+    assert s["queued"] == (
+        s["written"] + s["dropped"] + s["quarantined"] + s["buffer_depth"] + s["spool_depth"]
+    )
 
 
 async def test_a_hung_database_neither_blocks_submit_nor_hangs_close(
@@ -203,8 +217,8 @@ async def test_a_hung_database_neither_blocks_submit_nor_hangs_close(
     for _ in range(30):
         w.submit(make_record())
     await wait_until(lambda: w.stats()["flush_errors"] >= 1)  # the write timed out
-    assert w.stats()["buffer_depth"] == 30
-    await asyncio.wait_for(w.close(timeout_s=1.0), timeout=30)  # returned, and spooled
+    await wait_until(lambda: w.stats()["spooled"] == 30)  # and its rows went to disk
+    await asyncio.wait_for(w.close(timeout_s=1.0), timeout=30)  # returned
     assert w.stats()["spooled"] == 30 and spool_lines(spool_dir) == 30
 
     database_proxy.unblock()

@@ -175,6 +175,31 @@ async def test_writer_counts_are_cumulative_so_repeated_stats_do_not_add_up():
     assert total(await hub.render(), "costgate_record_writer_written_rows_total") == 7
 
 
+async def test_the_writers_troubles_are_exported_summed_over_replicas():
+    hub = LocalHubClient()
+    a, b = _replica(hub, "r1"), _replica(hub, "r2")
+    a.set_writer_stats({"restarts": 2, "quarantined": 3, "spool_write_errors": 4, "spool_depth": 5})
+    b.set_writer_stats({"restarts": 1, "quarantined": 0, "spool_write_errors": 6, "spool_depth": 7})
+    await a.push()
+    await b.push()
+    text = await hub.render()
+    assert total(text, "costgate_record_writer_restarts_total") == 3
+    assert total(text, "costgate_record_writer_quarantined_lines_total") == 3
+    assert total(text, "costgate_record_writer_spool_write_errors_total") == 10
+    assert total(text, "costgate_record_writer_spool_rows") == 12
+    assert "# TYPE costgate_record_writer_restarts_total counter" in text.decode()
+
+
+def test_every_figure_a_record_writer_reports_is_exported_or_knowingly_not(tmp_path):
+    from gateway.ledger.writer import RecordWriter
+    from gateway.metrics.catalog import WRITER_STAT_METRICS
+
+    stats = RecordWriter("postgresql://unused", spool_dir=tmp_path).stats()
+    # replayed is part of written, flush errors show as spooled rows, adoption as spool rows
+    assert set(stats) - set(WRITER_STAT_METRICS) == {"replayed", "flush_errors", "adopted"}
+    assert set(WRITER_STAT_METRICS) <= set(stats)
+
+
 async def test_nothing_is_pushed_while_nothing_changed():
     pushed = []
 

@@ -1,18 +1,22 @@
-"""KeyRing: keys by hash, reloads on a miss, and what happens without keys."""
+"""KeyRing: keys by hash, reloads on a miss, expiry, admin keys, and what happens
+without required keys."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import threading
 import uuid
 
 import pytest
 
-from db.keys import hash_key
+from db.keys import KeyInfo, hash_key
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.auth import ANONYMOUS, Caller, KeyRing
+from gateway.replica.key_scope import KeyScope
 
 ALICE = Caller(app="alice-app", team="a", key_id=uuid.uuid4())
+ADMIN = Caller(app="ops", team=None, key_id=uuid.uuid4(), scope=KeyScope(admin=True))
 
 
 async def test_a_known_key_identifies_its_app_and_a_wrong_one_is_a_401():
@@ -25,11 +29,53 @@ async def test_a_known_key_identifies_its_app_and_a_wrong_one_is_a_401():
         assert info.value.status == 401 and "cg-bob" not in info.value.message
 
 
-async def test_without_required_keys_unknown_callers_are_anonymous():
+async def test_without_required_keys_only_a_request_without_a_key_is_anonymous():
     ring = KeyRing(require_keys=False)
     ring.replace({hash_key("cg-alice"): ALICE})
-    assert await ring.identify("Bearer sk-whatever") == ANONYMOUS
+    for header in (None, "", "  ", "Bearer", "Bearer  "):
+        assert await ring.identify(header) == ANONYMOUS, header
     assert await ring.identify("Bearer cg-alice") == ALICE
+    # a key that is presented must be valid: a typo must not silently bill `anonymous`
+    for header in ("Bearer sk-whatever", "Basic cg-alice", "cg-alice"):
+        with pytest.raises(OpenAIError) as info:
+            await ring.identify(header)
+        assert info.value.status == 401 and info.value.code == "invalid_api_key"
+
+
+async def test_an_expired_key_is_a_401_that_says_so_and_one_not_yet_expired_works():
+    now = dt.datetime.now(dt.UTC)
+    old = Caller(app="old", team=None, key_id=uuid.uuid4(),
+                 scope=KeyScope(expires_at=now - dt.timedelta(seconds=1)))
+    soon = Caller(app="soon", team=None, key_id=uuid.uuid4(),
+                  scope=KeyScope(expires_at=now + dt.timedelta(hours=1)))
+    for require in (True, False):
+        ring = KeyRing(require_keys=require)
+        ring.replace({hash_key("cg-old"): old, hash_key("cg-soon"): soon})
+        with pytest.raises(OpenAIError) as info:
+            await ring.identify("Bearer cg-old")
+        assert info.value.status == 401 and "expired" in info.value.message
+        assert await ring.identify("Bearer cg-soon") == soon
+
+
+async def test_admin_endpoints_want_an_admin_key_even_with_keys_off():
+    for require in (True, False):
+        ring = KeyRing(require_keys=require)
+        ring.replace({hash_key("cg-alice"): ALICE, hash_key("cg-admin"): ADMIN})
+        assert await ring.identify_admin("Bearer cg-admin") == ADMIN
+        for header, status in ((None, 401), ("Bearer cg-nobody", 401), ("Bearer cg-alice", 403)):
+            with pytest.raises(OpenAIError) as info:
+                await ring.identify_admin(header)
+            assert info.value.status == status, (require, header)
+
+
+def test_a_stored_key_becomes_a_caller_with_its_scope():
+    expires = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    info = KeyInfo(uuid.uuid4(), "app", "team", ("fast", "gpt-4.1"), 2, 500, expires, True)
+    caller = Caller.of_key(info)
+    assert (caller.app, caller.team, caller.key_id) == ("app", "team", info.key_id)
+    assert caller.scope == KeyScope(frozenset({"fast", "gpt-4.1"}), 2, 500, expires, True)
+    unscoped = Caller.of_key(KeyInfo(uuid.uuid4(), "app", None))
+    assert unscoped.scope == KeyScope() and not unscoped.scope.admin
 
 
 async def test_concurrent_misses_share_one_reload_and_find_a_new_key():

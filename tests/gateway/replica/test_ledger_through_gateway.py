@@ -4,11 +4,15 @@ one row, priced as the price table says, through a database outage and a shutdow
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import threading
 import time
 import uuid
 from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -163,6 +167,104 @@ def test_database_outage_of_30_s_loses_no_row_and_fails_no_request(gateway, sim)
             "SELECT count(*) - count(DISTINCT request_id) FROM usage_records")).scalar()
     engine.dispose()
     assert dupes == 0
+
+
+def _spooled(spool: Path, ids: set[str]) -> dict[str, Path]:
+    """The spool file holding each of `ids`, read as any other process would read it."""
+    found: dict[str, Path] = {}
+    for path in spool.glob("usage-*.jsonl"):
+        if not path.name.startswith(("usage-spool-", "usage-replay-")):
+            continue
+        try:
+            lines = path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            continue  # claimed (renamed) while we looked
+        for line in lines:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                if (rid := json.loads(line)["request_id"]) in ids:
+                    found[rid] = path
+    return found
+
+
+def _holder(path: Path) -> int | None:
+    """The PID in the file's name, if that process has the file open (and so its lock):
+    never a PID from a name alone, which may belong to anything by now."""
+    pid = int(path.name.split("-")[2])
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                    return pid
+    return None
+
+
+def _holders(gateway: Any, ids: set[str]) -> dict[str, int | None]:
+    return {rid: _holder(path) for rid, path in _spooled(gateway.state_dir / "spool", ids).items()}
+
+
+def test_rows_spooled_in_an_outage_survive_a_sigkill_and_the_next_replica_replays_them(
+    gateway, sim
+):
+    async def burst() -> list[dict[str, Any]]:
+        async with httpx.AsyncClient(base_url=gateway.base_url, timeout=60) as client:
+            return await asyncio.gather(*(
+                _one(client, gateway.api_key, MODELS[i % len(MODELS)], stream=i % 2 == 1)
+                for i in range(40)
+            ))
+
+    gateway.db_proxy.block()
+    try:
+        results = asyncio.run(burst())
+        assert [r["status"] for r in results] == [200] * 40
+        ids = {r["id"] for r in results}
+        # on disk within about a flush interval, held by the replicas that served them
+        deadline = time.monotonic() + 15
+        while len(holders := _holders(gateway, ids)) < len(ids) or None in holders.values():
+            assert time.monotonic() < deadline, f"{len(holders)} of {len(ids)} rows on disk"
+            time.sleep(0.2)
+        killed = set(holders.values())
+        for pid in killed:
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)  # no __del__, no flush: what the OOM killer does
+        # their replacements adopt the files (the kernel dropped the dead ones' locks),
+        # still during the outage: nothing but the disk carried these rows across
+        deadline = time.monotonic() + 120
+        while True:
+            holders = _holders(gateway, ids)
+            heirs = set(holders.values())
+            if len(holders) == len(ids) and None not in heirs and not heirs & killed:
+                break
+            assert time.monotonic() < deadline, f"not adopted: {holders}"
+            time.sleep(0.5)
+        assert not _rows(gateway, sorted(ids))  # the database has seen none of them yet
+    finally:
+        gateway.db_proxy.unblock()
+    rows = wait_rows(gateway, sorted(ids), timeout=120)
+    assert set(rows) == ids
+    engine = create_engine(gateway.database_url)
+    with engine.connect() as conn:
+        n = conn.execute(
+            text("SELECT count(*) FROM usage_records WHERE request_id = ANY(CAST(:ids AS uuid[]))"),
+            {"ids": sorted(ids)},
+        ).scalar()
+    engine.dispose()
+    assert n == len(ids)  # once each
+    _wait_serving(gateway)
+
+
+def _wait_serving(gateway: Any, timeout: float = 120.0) -> None:
+    """Until the gateway answers again in a row: the session's next tests need it."""
+    deadline, ok = time.monotonic() + timeout, 0
+    while ok < 5:
+        assert time.monotonic() < deadline, "the gateway did not come back"
+        try:
+            r = httpx.post(gateway.base_url + "/v1/chat/completions", timeout=30,
+                           headers={"authorization": f"Bearer {gateway.api_key}"},
+                           json={"model": "fast", "messages": MESSAGES})
+            ok = ok + 1 if r.status_code == 200 else 0
+        except httpx.HTTPError:
+            ok = 0
+        time.sleep(0.2)
 
 
 def test_costgate_down_during_load_keeps_every_completed_requests_row(gateway, sim):

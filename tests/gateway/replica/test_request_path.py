@@ -17,7 +17,7 @@ MESSAGES = [{"role": "user", "content": "Say something about the weather in Lisb
 
 
 def sdk(gw: Any, **kw: Any) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gw.base_url + "/v1", api_key="anything", max_retries=0, **kw)
+    return openai.OpenAI(base_url=gw.base_url + "/v1", api_key=gw.api_key, max_retries=0, **kw)
 
 
 def test_completion_answers_with_the_requested_name_and_names_the_model_used(gw, sim):
@@ -110,7 +110,7 @@ def test_response_without_usage_is_estimated_and_marked(gw, sim):
 )
 def test_bad_input_is_a_400_in_openai_shape(gw, body, param):
     r = httpx.post(gw.base_url + "/v1/chat/completions", content=body,
-                   headers={"content-type": "application/json"})
+                   headers={"content-type": "application/json", **gw.headers})
     assert r.status_code == 400
     err = r.json()["error"]
     assert set(err) == {"message", "type", "param", "code"}
@@ -119,7 +119,7 @@ def test_bad_input_is_a_400_in_openai_shape(gw, body, param):
 
 def test_body_over_the_limit_is_a_413(gw):
     big = {"model": "auto", "messages": [{"role": "user", "content": "x" * 70_000}]}
-    r = httpx.post(gw.base_url + "/v1/chat/completions", json=big)
+    r = httpx.post(gw.base_url + "/v1/chat/completions", json=big, headers=gw.headers)
     assert r.status_code == 413
     assert r.json()["error"]["code"] == "request_too_large"
 
@@ -158,7 +158,7 @@ def test_hang_times_out_as_504(gw, sim):
     sim.set_fault("gpt-4o", "hang")
     started = time.monotonic()
     r = httpx.post(gw.base_url + "/v1/chat/completions", timeout=60,
-                   headers={"x-costgate-no-fallback": "true"},
+                   headers={"x-costgate-no-fallback": "true", **gw.headers},
                    json={"model": "gpt-4o", "messages": MESSAGES})
     assert r.status_code == 504, r.text
     assert r.json()["error"]["code"] == "timeout"
@@ -180,6 +180,7 @@ def test_failed_model_falls_back_along_its_chain(gw, sim):
 def test_client_disconnect_mid_stream_closes_the_upstream_and_records_partial_usage(gw, sim):
     sim.set_behaviour("gpt-4o", ttft_ms=5, per_token_ms=50, completion_tokens=[200, 200])
     with httpx.stream("POST", gw.base_url + "/v1/chat/completions", timeout=30,
+                      headers=gw.headers,
                       json={"model": "gpt-4o", "messages": MESSAGES, "stream": True}) as r:
         lines = r.iter_lines()
         got = [next(lines) for _ in range(6)]

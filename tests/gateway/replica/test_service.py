@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -18,13 +19,18 @@ import httpx
 import pytest
 import yaml
 
+from db.keys import hash_key
 from gateway.domain.config import Config, default_config_path, load_config, parse_config
 from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
+from gateway.replica.auth import Caller, KeyRing
 from gateway.replica.http_api import build_app
 from gateway.replica.service import GatewayService, RecordSink
 
 SECRET = "sk-unit-provider-secret"
 Handler = Callable[[httpx.Request], Any]  # a Response, or a coroutine giving one
+# the example config requires keys: the harness's client sends this one unless told
+APP_KEY = "cg-unit-app-key"
+APP = Caller(app="unit-app", team="unit", key_id=uuid.uuid4())
 
 
 class Chunks(httpx.AsyncByteStream):
@@ -74,7 +80,16 @@ USAGE_CHUNK = {"id": "c", "object": "chat.completion.chunk", "model": "upstream-
 
 
 class Harness:
-    def __init__(self, handler: Handler, cfg: Config | None = None) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        cfg: Config | None = None,
+        *,
+        keys: Mapping[str, Caller] | None = None,
+        key: str | None = APP_KEY,
+        render_metrics: Any = None,
+    ) -> None:
+        """`keys` (key -> caller) are the ring's; `key` is what the client sends."""
         self.seen: list[httpx.Request] = []
         self.records: list[UsageRecord] = []
 
@@ -83,14 +98,20 @@ class Harness:
             return handler(request)
 
         cfg = cfg or load_config(default_config_path())
+        ring = KeyRing(require_keys=cfg.gateway.require_keys)
+        ring.replace({hash_key(k): c for k, c in (keys or {APP_KEY: APP}).items()})
         self.service = GatewayService(
             cfg,
             sink=RecordSink(submit=self.records.append),
             transport=httpx.MockTransport(record),
+            keyring=ring,
         )
         self.client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=build_app(self.service)),
+            transport=httpx.ASGITransport(
+                app=build_app(self.service, render_metrics=render_metrics)
+            ),
             base_url="http://gateway",
+            headers={"authorization": f"Bearer {key}"} if key else None,
         )
 
     async def chat(self, body: dict[str, Any], **headers: str) -> httpx.Response:

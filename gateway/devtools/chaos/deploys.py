@@ -1,0 +1,132 @@
+"""Scenarios 5, 6 and 8: `costgate down` under load, redeploys under load (a changed
+setting, a live routing change), and a full spool disk while PostgreSQL is away.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+from gateway.devtools.chaos.bookkeeping import Context, expect, expect_intact, finish, utcnow
+from gateway.devtools.chaos.report import ScenarioResult
+from gateway.devtools.chaos.spool_disk import SpoolDisk
+
+
+def down(ctx: Context) -> ScenarioResult:
+    """`down` while requests flow: replicas drain and flush, the rest find a closed port."""
+    name = "down"
+    started, since = time.monotonic(), utcnow()
+    run = ctx.load(name, duration_s=ctx.sizes.load_s)
+    time.sleep(ctx.sizes.load_s / 3)
+    t0 = time.monotonic()
+    done = ctx.stack.down()
+    took = time.monotonic() - t0
+    outcomes = run.join()
+    result, acc = finish(ctx, name, outcomes, since, started)
+    result.notes.insert(0, f"`costgate down` at {ctx.sizes.load_s / 3:.0f} s of load took "
+                           f"{took:.1f} s (exit {done.returncode}): "
+                           f"{done.stdout.strip().splitlines()[-1:] or done.stderr[-200:]}")
+    expect(result, done.returncode == 0, f"`costgate down` exited {done.returncode}")
+    expect_intact(result, acc)
+    return result
+
+
+def _next_config(ctx: Context, max_body_delta: int) -> dict[str, object]:
+    cfg = copy.deepcopy(ctx.stack.config)
+    cfg["gateway"]["max_body_bytes"] += max_body_delta
+    return cfg
+
+
+def redeploy(ctx: Context) -> ScenarioResult:
+    """Three changes under one load: the same file edited and `up` again, the change in a
+    new file and `up` (Serve sees new args and replaces the replicas), a routing change."""
+    name = "redeploy"
+    stack = ctx.stack
+    started, since = time.monotonic(), utcnow()
+    before = stack.replica_pids()
+    run = ctx.load(name, duration_s=ctx.sizes.load_s * 3, model="fast")
+    time.sleep(ctx.sizes.load_s / 2)
+    notes = []
+
+    def at() -> str:
+        return f"+{time.time() - since.timestamp():.1f} s"
+
+    stack.write_config(_next_config(ctx, 1024), stack.config_path)
+    notes.append(f"{at()}: same file edited, `costgate up`")
+    stack.up()
+    same_file = stack.replica_pids()
+    kept = sorted(set(before) & set(same_file))
+    notes.append(f"`up` after editing the same file (max_body_bytes +1 KiB): replicas "
+                 f"{'kept ' + str(kept) if kept else 'replaced'}"
+                 + (" (Serve saw no change: the replicas still run the old setting)"
+                    if kept == before else ""))  # fmt: skip
+
+    n = len(list(stack.workdir.glob("costgate-*.yaml"))) + 1
+    stack.write_config(_next_config(ctx, 2048), stack.workdir / f"costgate-{n}.yaml")
+    t0 = time.monotonic()
+    notes.append(f"{at()}: `costgate up` with the change in a new file")
+    stack.up()
+    replaced = stack.wait_replicas(len(before), exclude=frozenset(same_file), timeout_s=180)
+    notes.append(f"{at()}: replicas {same_file} -> {replaced}, "
+                 f"{time.monotonic() - t0:.1f} s after that `up` started")
+
+    routing = stack.cli("routing", "set", "fast", "gemini-2.5-flash=50", "gpt-4o-mini=50",
+                        "--note", "chaos redeploy", "--config", str(stack.config_path),
+                        timeout_s=120)  # fmt: skip
+    last = (routing.stdout.strip().splitlines() or [routing.stderr.strip()[-300:]])[-1]
+    notes.append(f"`routing set fast` exit {routing.returncode}: {last}")
+    outcomes = run.join()
+    result, acc = finish(ctx, name, outcomes, since, started)
+    result.notes[:0] = notes
+    expect(result, routing.returncode == 0, f"`costgate routing set` exited {routing.returncode}")
+    expect(result, acc.answered_5xx == 0, f"{acc.answered_5xx} answers were 5xx")
+    expect_intact(result, acc)
+    return result
+
+
+def disk_full(ctx: Context) -> ScenarioResult:
+    """The spool is where rows go when PostgreSQL is away; here it is a tiny disk.
+
+    Rows wait in the replicas' memory during an outage (up to 20,000 each) and reach the
+    spool when a replica shuts down while the database is still away: so the outage
+    spans a redeploy, whose closing replicas spill into the full disk.
+    """
+    name = "spool-disk-full"
+    stack, proxy = ctx.stack, ctx.stack.proxy
+    assert proxy is not None
+    started, since = time.monotonic(), utcnow()
+    disk = SpoolDisk(stack.state_dir / "spool", ctx.sizes.spool_disk_kib).mount()
+    before_stats = stack.writer_stats()
+    try:
+        before = stack.replica_pids()
+        run = ctx.load(name, duration_s=ctx.sizes.load_s)
+        time.sleep(ctx.sizes.load_s / 4)
+        proxy.block()
+        outcomes = run.join()
+        n = len(list(stack.workdir.glob("costgate-*.yaml"))) + 1
+        path = stack.write_config(copy.deepcopy(stack.config),
+                                  stack.workdir / f"costgate-{n}.yaml")  # fmt: skip
+        # `costgate up` cannot run now (it migrates and syncs prices first): Serve's API
+        # directly. New args: every replica closes, spooling what it holds
+        stack.redeploy_via_serve(path)
+        stack.wait_replicas(len(before), exclude=frozenset(before), timeout_s=180)
+        used, total = disk.usage()
+        files = disk.files()
+        proxy.unblock()
+        result, acc = finish(ctx, name, outcomes, since, started)
+        after_stats = stack.writer_stats()
+    finally:
+        proxy.unblock()
+        disk.unmount()
+    result.notes.insert(0, f"spool on a {ctx.sizes.spool_disk_kib} KiB tmpfs, "
+                           f"{used // 1024}/{total // 1024} KiB used after the redeploy "
+                           f"({', '.join(files) or 'no files'})")
+    dropped = after_stats.get("dropped_rows", 0) - before_stats.get("dropped_rows", 0)
+    result.notes.append(f"dropped rows counted by the writers (/metrics, live replicas): "
+                        f"{dropped:.0f}")
+    expect(result, acc.answered_5xx == 0, f"{acc.answered_5xx} answers were 5xx")
+    expect(result, acc.duplicated == 0, f"{acc.duplicated} duplicated rows")
+    expect(result, acc.lost_count <= dropped,
+           f"{acc.lost_count} answered requests lost their rows, {dropped:.0f} counted as "
+           "dropped: losses on a full disk must be counted")
+    return result

@@ -1,0 +1,165 @@
+"""The ledger writer's one connection to PostgreSQL: a batch in one transaction, or row by row.
+
+A batch goes as one binary COPY into a temporary table and one
+`INSERT ... SELECT ... ON CONFLICT (request_id) DO NOTHING`, so a retried batch never
+duplicates a row. The COPY yields to the event loop every hundred rows. How a record
+becomes a row is `gateway.ledger.rows`.
+
+Kept apart from the writer's buffering, spooling and supervision: this module only says,
+for one batch, which rows the database took, which it refused for what they hold, or that
+it could not be asked (`TransientDbError`: keep every row and retry).
+
+A write that takes longer than `write_timeout_s` is abandoned (rows kept); psycopg then
+spends up to 10 s trying to cancel it on the server before giving up on the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from db.engine import libpq_url
+from gateway.domain.usage_record import UsageRecord
+from gateway.ledger.rows import COLUMNS, COPY_TYPES, record_row
+
+log = logging.getLogger(__name__)
+
+TABLE = "usage_records"
+STAGING = "usage_records_incoming"
+
+# rows per slice of COPY work between two yields to the event loop (about 1 ms of CPU)
+_ROWS_PER_SLICE = 100
+
+_COLS = sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS)
+# no constraints here: they are checked once, by the INSERT into usage_records
+_CREATE_STAGING = sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {s} ({d}) ON COMMIT DELETE ROWS").format(
+    s=sql.Identifier(STAGING),
+    d=sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t))
+        for c, t in zip(COLUMNS, COPY_TYPES, strict=True)
+    ),
+)
+_COPY = sql.SQL("COPY {s} ({c}) FROM STDIN (FORMAT BINARY)").format(
+    s=sql.Identifier(STAGING), c=_COLS
+)
+_MERGE = sql.SQL(
+    "INSERT INTO {t} ({c}) SELECT {c} FROM {s} ON CONFLICT (request_id) DO NOTHING"
+).format(t=sql.Identifier(TABLE), s=sql.Identifier(STAGING), c=_COLS)
+_INSERT_ONE = sql.SQL(
+    "INSERT INTO {t} ({c}) VALUES ({p}) ON CONFLICT (request_id) DO NOTHING"
+).format(t=sql.Identifier(TABLE), c=_COLS, p=sql.SQL(", ").join(sql.Placeholder() * len(COLUMNS)))
+
+# the database refusing a value: that row's fault, not the database's state. A value of
+# the wrong type (a list for an integer) fails as a type mismatch, not as a data error:
+# it must not pass for an outage, or that one row would block the ledger for good
+_REFUSED_BY_DB = (
+    psycopg.errors.IntegrityError,
+    psycopg.errors.DataError,
+    psycopg.errors.DatatypeMismatch,
+    psycopg.errors.CannotCoerce,
+)
+# the database could not be asked: connection lost or refused, timed out, schema missing
+_UNAVAILABLE = (psycopg.Error, OSError)  # TimeoutError is an OSError
+
+
+def _cannot_encode(err: psycopg.Error) -> bool:
+    """psycopg refused to send a value (no server involved): that row's fault."""
+    return isinstance(err, psycopg.ProgrammingError) and err.sqlstate is None
+
+
+class TransientDbError(Exception):
+    """The database could not take the batch now; keep the rows and retry."""
+
+
+class LedgerDatabase:
+    def __init__(
+        self, database_url: str, *, write_timeout_s: float, connect_timeout_s: int
+    ) -> None:
+        self._url = libpq_url(database_url)
+        self._write_timeout = write_timeout_s
+        self._connect_timeout = connect_timeout_s
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+
+    async def write(self, records: list[UsageRecord]) -> list[UsageRecord]:
+        """Commit `records`; return the ones refused for their content (not written).
+
+        Raises TransientDbError when the database could not be asked: no row refused.
+        """
+        try:
+            async with asyncio.timeout(self._write_timeout):
+                await self._copy_merge(records)
+            return []
+        except _REFUSED_BY_DB as err:
+            log.warning("a batch was refused (%s); writing its rows one by one", type(err).__name__)
+        except _UNAVAILABLE as err:
+            if not (isinstance(err, psycopg.Error) and _cannot_encode(err)):
+                log.warning("ledger flush failed, rows kept for retry: %s", type(err).__name__)
+                await self.close()
+                raise TransientDbError from err
+            log.warning("a value in a batch cannot be sent (%s); row by row", err)
+        except Exception as err:  # noqa: BLE001 - a value psycopg cannot send: find the row
+            log.warning("a batch could not be encoded (%s); row by row", type(err).__name__)
+        return await self._write_row_by_row(records)
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _connection(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = await psycopg.AsyncConnection.connect(
+                self._url,
+                autocommit=True,
+                connect_timeout=self._connect_timeout,
+                application_name="costgate-record-writer",
+                # a server that vanished from the network (no FIN, no RST) is noticed by
+                # the kernel instead of a socket waiting for hours (TCP only)
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
+                tcp_user_timeout=int(self._write_timeout * 1000),
+            )
+            await self._conn.execute(_CREATE_STAGING)
+        return self._conn
+
+    async def _copy_merge(self, records: list[UsageRecord]) -> None:
+        conn = await self._connection()
+        async with conn.transaction():
+            cur = conn.cursor()
+            async with cur.copy(_COPY) as copy:
+                copy.set_types(COPY_TYPES)
+                for i, r in enumerate(records, 1):
+                    await copy.write_row(record_row(r))
+                    if i % _ROWS_PER_SLICE == 0:
+                        await asyncio.sleep(0)  # a request waiting on this loop goes first
+            await cur.execute(_MERGE)
+
+    async def _write_row_by_row(self, records: list[UsageRecord]) -> list[UsageRecord]:
+        rejected: list[UsageRecord] = []
+        try:
+            conn = await self._connection()
+            async with conn.transaction():
+                for r in records:
+                    try:
+                        async with conn.transaction():  # a savepoint per row
+                            await conn.execute(_INSERT_ONE, record_row(r))
+                    except _REFUSED_BY_DB:
+                        rejected.append(r)
+                    except psycopg.Error as err:
+                        if not _cannot_encode(err):
+                            raise  # the connection's state, not this row's: retry it all
+                        rejected.append(r)
+                    except Exception:  # noqa: BLE001 - this row cannot be a row at all
+                        rejected.append(r)
+        except _UNAVAILABLE as err:
+            await self.close()
+            raise TransientDbError from err
+        return rejected

@@ -1,0 +1,94 @@
+"""Every chaos scenario at its smallest size against one real stack (`costgate up` on Ray,
+the sim, a ledger behind the suite's proxy), as `costgate chaos --quick` runs them.
+
+A scenario's own expectations (no 5xx where none may be, no row lost or duplicated, a
+kill losing at most one flush interval's rows) are what each test asserts: a failure
+names the scenario's failing expectation and its notes. Runtime: about 5-6 minutes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gateway.devtools.chaos.bookkeeping import QUICK, Context
+from gateway.devtools.chaos.report import ScenarioResult, render_table
+from gateway.devtools.chaos.scenarios import SCENARIOS, restore
+from gateway.devtools.chaos.stack import ChaosStack
+from gateway.domain.environment import EXAMPLE_CONFIG
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def chaos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Context]:
+    workdir = Path(tmp_path_factory.mktemp("chaos"))
+    stack = ChaosStack(EXAMPLE_CONFIG, workdir)
+    try:
+        stack.start(print)
+        ctx = Context(stack, QUICK, f"t{os.getpid()}")
+        for name in SCENARIOS:
+            ctx.key(name)
+        ctx.warm_keys()
+        yield ctx
+    finally:
+        stack.stop()
+
+
+def run(ctx: Context, name: str) -> ScenarioResult:
+    result = SCENARIOS[name](ctx)
+    print(render_table([result]))
+    if name != "down":
+        restore(ctx, replicas=2)
+    return result
+
+
+def check(result: ScenarioResult) -> None:
+    assert result.error is None
+    assert result.sent > 0
+    assert result.verdict == "ok", render_table([result])
+
+
+def test_schemathesis(chaos: Context) -> None:
+    result = run(chaos, "schemathesis")
+    check(result)
+    assert result.answered_4xx > 0  # negative cases reached the validation
+
+
+def test_hostile_bodies(chaos: Context) -> None:
+    check(run(chaos, "hostile"))
+
+
+def test_upstream_faults(chaos: Context) -> None:
+    check(run(chaos, "upstream-faults"))
+
+
+def test_database_cut(chaos: Context) -> None:
+    result = run(chaos, "db-cut")
+    check(result)
+    assert result.rows >= result.answered_2xx > 0
+
+
+def test_replica_kill(chaos: Context) -> None:
+    check(run(chaos, "replica-kill"))
+
+
+def test_replica_kill_during_database_outage(chaos: Context) -> None:
+    check(run(chaos, "replica-kill-db-down"))
+
+
+def test_redeploy(chaos: Context) -> None:
+    check(run(chaos, "redeploy"))
+
+
+def test_spool_disk_full(chaos: Context) -> None:
+    check(run(chaos, "spool-disk-full"))
+
+
+def test_down_last(chaos: Context) -> None:
+    result = run(chaos, "down")
+    check(result)
+    assert result.no_answer > 0  # the load outlived the gateway

@@ -1,0 +1,57 @@
+"""The printed tables: aligned columns, notes under them, soak growth arithmetic."""
+
+from __future__ import annotations
+
+from gateway.devtools.chaos.report import (
+    ProcessSample,
+    ScenarioResult,
+    growth,
+    render_growth,
+    render_samples,
+    render_table,
+)
+
+
+def test_table_has_one_aligned_line_per_scenario_then_the_notes() -> None:
+    ok = ScenarioResult("db-cut", sent=1500, answered_2xx=1500, rows=1500, seconds=91.4,
+                        notes=["PostgreSQL cut for 60.0 s"])
+    bad = ScenarioResult("replica-kill", sent=12, answered_2xx=11, answered_5xx=1, rows=9,
+                         lost=2, failures=["2 answered 2xx requests have no row"])
+    broken = ScenarioResult("down", error="StackError: boom")
+    lines = render_table([ok, bad, broken]).splitlines()
+    assert lines[0].split() == ["scenario", "sent", "2xx", "4xx", "5xx", "no", "answer",
+                                "rows", "lost", "dup", "differ", "s", "result"]
+    assert lines[2].split() == ["db-cut", "1500", "1500", "0", "0", "0", "1500", "0", "0",
+                                "0", "91", "ok"]
+    assert lines[3].split()[-1] == "FAIL" and lines[4].split()[-1] == "ERROR"
+    # numbers right-aligned under their headers: every table line is as long as the header
+    assert len({len(line) for line in lines[:2]}) == 1
+    assert lines[3].index("12") + 2 == lines[0].index("sent") + 4
+    assert "  db-cut: PostgreSQL cut for 60.0 s" in lines
+    assert "  replica-kill: FAIL 2 answered 2xx requests have no row" in lines
+    assert "  down: ERROR StackError: boom" in lines
+
+
+def test_verdicts() -> None:
+    assert ScenarioResult("a").verdict == "ok"
+    assert ScenarioResult("a", failures=["x"]).verdict == "FAIL"
+    assert ScenarioResult("a", failures=["x"], error="e").verdict == "ERROR"
+
+
+def test_growth_is_first_sample_to_last_per_pid() -> None:
+    mib = 2**20
+    samples = [
+        ProcessSample(60, 11, 200 * mib, 40), ProcessSample(30, 11, 100 * mib, 30),
+        ProcessSample(90, 11, 110 * mib, 33), ProcessSample(30, 12, 50 * mib, 20),
+    ]  # fmt: skip
+    first, second = growth(samples)
+    assert (first.pid, first.first_rss, first.last_rss, first.fd_delta, first.samples) == (
+        11, 100 * mib, 110 * mib, 3, 3)
+    assert round(first.rss_pct, 6) == 10.0
+    assert (second.rss_pct, second.fd_delta, second.samples) == (0.0, 0, 1)
+    assert "pid 11: RSS 100.0 -> 110.0 MiB (+10.0%), fds +3, 3 samples" in render_growth(
+        [first, second])
+    table = render_samples(samples).splitlines()
+    assert len(table) == 4  # header and t = 30, 60, 90
+    assert table[1].split()[:4] == ["30", "100.0", "/", "30"]
+    assert table[2].split()[-1] == "-"  # pid 12 had no sample at 60 s
