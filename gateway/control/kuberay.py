@@ -113,20 +113,46 @@ def _ray_container(
         "volumeMounts": [
             {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
             {"name": "state", "mountPath": str(STATE_DIR)},
+            {"name": "spool", "mountPath": str(STATE_DIR / "spool")},
             # Ray's object store lives in /dev/shm
             {"name": "shm", "mountPath": "/dev/shm"},
         ],
     }
 
 
-def _volumes(config_map: str) -> list[dict[str, Any]]:
+def _volumes(config_map: str, spool_claim: str) -> list[dict[str, Any]]:
     return [
         {"name": "config", "configMap": {"name": config_map}},
-        # spooled ledger rows wait here while PostgreSQL is away; use a PVC to keep them
-        # across pod deletions
         {"name": "state", "emptyDir": {}},
+        # spooled ledger rows wait here while PostgreSQL is away: a claim every Ray pod
+        # shares, so rows outlive their pod and a replica elsewhere replays them (spool
+        # files are claimed by rename and owned by a lock, never by PID)
+        {"name": "spool", "persistentVolumeClaim": {"claimName": spool_claim}},
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
     ]
+
+
+def spool_claim(name: str, size: str = "5Gi") -> dict[str, Any]:
+    """The spool's volume: ReadWriteMany, because every Ray pod writes its own files
+    there and adopts a dead pod's (a storage class with RWX: NFS, EFS, Filestore...)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "costgate"}},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}},
+    }
+
+
+def _drain_on_stop(grace_s: int) -> dict[str, Any]:
+    """preStop: ask Ray to drain this node (Serve moves its replicas off and shuts them
+    down gracefully, flushing the ledger), then wait out the replicas' own grace period
+    before Kubernetes sends SIGTERM."""
+    command = (
+        "ray drain-node --reason DRAIN_NODE_REASON_PREEMPTION "
+        f"--reason-message 'pod terminating' --deadline-remaining-seconds {grace_s} "
+        f"|| true; sleep {grace_s}"
+    )
+    return {"preStop": {"exec": {"command": ["/bin/sh", "-c", command]}}}
 
 
 def rayservice(
@@ -140,14 +166,15 @@ def rayservice(
 ) -> dict[str, Any]:
     env = _secret_env(cfg) + _ray_auth_env()
     ray = cfg.gateway.ray
+    claim = f"{name}-spool"
+    # Serve's graceful shutdown covers the longest stream; the pod gets that and a margin
+    grace_s = int(cfg.gateway.graceful_shutdown_timeout_s)
+    worker = _ray_container("ray-worker", image, env, _worker_ports(), "2", "4Gi")
+    worker["lifecycle"] = _drain_on_stop(grace_s)
     head_ports = [
         {"name": "gcs-server", "containerPort": 6379},
         {"name": "dashboard", "containerPort": ray.dashboard_port},
         {"name": "client", "containerPort": 10001},
-        {"name": "serve", "containerPort": SERVE_PORT},
-        {"name": "metrics", "containerPort": RAY_METRICS_PORT},
-    ]
-    worker_ports = [
         {"name": "serve", "containerPort": SERVE_PORT},
         {"name": "metrics", "containerPort": RAY_METRICS_PORT},
     ]
@@ -182,7 +209,7 @@ def rayservice(
                             "containers": [
                                 _ray_container("ray-head", image, env, head_ports, "1", "4Gi")
                             ],
-                            "volumes": _volumes(config_map),
+                            "volumes": _volumes(config_map, claim),
                         },
                     },
                 },
@@ -196,12 +223,9 @@ def rayservice(
                         "template": {
                             "metadata": {"labels": labels},
                             "spec": {
-                                "containers": [
-                                    _ray_container(
-                                        "ray-worker", image, env, worker_ports, "2", "4Gi"
-                                    )
-                                ],
-                                "volumes": _volumes(config_map),
+                                "containers": [worker],
+                                "terminationGracePeriodSeconds": grace_s + 30,
+                                "volumes": _volumes(config_map, claim),
                             },
                         },
                     }
@@ -209,6 +233,13 @@ def rayservice(
             },
         },
     }
+
+
+def _worker_ports() -> list[dict[str, Any]]:
+    return [
+        {"name": "serve", "containerPort": SERVE_PORT},
+        {"name": "metrics", "containerPort": RAY_METRICS_PORT},
+    ]
 
 
 def ray_pod_labels(name: str) -> dict[str, str]:
@@ -311,14 +342,15 @@ def manifests(
     ray_version: str | None = None,
     workers: tuple[int, int, int] = (1, 1, 3),
 ) -> list[dict[str, Any]]:
-    """ConfigMap, NetworkPolicy, migration Job and RayService, in the order to apply them
-    (the policy first: no Ray pod is ever up without it)."""
+    """ConfigMap, NetworkPolicy, the spool's claim, migration Job and RayService, in the
+    order to apply them (the policy first: no Ray pod is ever up without it)."""
     if ray_version is None:
         ray_version = importlib.metadata.version("ray")
     cm = f"{name}-config"
     return [
         config_map(cm, config_text),
         network_policy(name, cfg),
+        spool_claim(f"{name}-spool"),
         migrate_job(name, image, cm),
         rayservice(
             cfg, name=name, image=image, config_map=cm, ray_version=ray_version, workers=workers

@@ -279,3 +279,25 @@ def test_the_network_policy_keeps_rays_ports_to_costgates_own_pods():
     # the gateway's API and Ray's metrics stay open to whoever may reach the pods
     for port in (ports["serve"], ports["metrics"]):
         assert _admits(policy, stranger, False, port)
+
+
+def test_the_spool_lives_on_a_shared_claim_and_workers_drain_before_they_stop():
+    docs = list(yaml.safe_load_all(GENERATED.read_text()))
+    [claim] = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    [rs] = [d for d in docs if d["kind"] == "RayService"]
+    cluster = rs["spec"]["rayClusterConfig"]
+    pods = [cluster["headGroupSpec"]["template"]["spec"]] + [
+        g["template"]["spec"] for g in cluster["workerGroupSpecs"]
+    ]
+    for pod in pods:
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["spool"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+        mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts["spool"] == mounts["state"] + "/spool"
+    grace = load_config(CONTAINER_CONFIG).gateway.graceful_shutdown_timeout_s
+    for group in cluster["workerGroupSpecs"]:
+        spec = group["template"]["spec"]
+        command = " ".join(spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"])
+        assert "ray drain-node" in command and f"sleep {int(grace)}" in command
+        assert spec["terminationGracePeriodSeconds"] > grace
