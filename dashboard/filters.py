@@ -133,10 +133,12 @@ def clamp(
             notes.append(f"starts {start:%Y-%m-%d} (a range spans at most {max_days} days)")
         elif first_day is None:
             notes.append(f"starts {start:%Y-%m-%d} (the ledger holds no requests yet)")
-        else:
+        elif start == first_day:
+            notes.append(f"starts {start:%Y-%m-%d}, the day of the ledger's first request")
+        else:  # kept at the default length
             notes.append(
-                f"starts {start:%Y-%m-%d} (the ledger's first request is from "
-                f"{first_day:%Y-%m-%d})"
+                f"starts {start:%Y-%m-%d}, {DEFAULT_DAYS} days back (the ledger's first "
+                f"request is from {first_day:%Y-%m-%d})"
             )
     clamped = dataclasses.replace(filters, start=start, end=end)
     note = f"The date range {' and '.join(notes)}." if notes else None

@@ -154,7 +154,6 @@ def _from_cookie(users: Mapping[str, User], store: SessionStore) -> SessionUser 
 
 def require_user() -> SessionUser:
     """The signed-in user, checked now; otherwise render the sign-in form and stop this run."""
-    _write_pending_cookie()
     try:
         users = load_users()
         store = session_store()
@@ -162,18 +161,19 @@ def require_user() -> SessionUser:
         st.error(f"The dashboard's sign-in cannot be used: {err}")
         st.stop()
     known = current_user()
-    ended = False
     if known is not None:
         fresh = _recheck(known, users, store)
-        if fresh is not None:
-            return fresh
-        ended = True  # signed out elsewhere, expired, or no longer configured
     else:
         fresh = _from_cookie(users, store)
         if fresh is not None:
             st.session_state[USER_KEY] = fresh
-            return fresh
-    _sign_in_form(users, store, ended)
+    # after the checks, which may have ended a session and queued its cookie's removal
+    _write_pending_cookie()
+    if fresh is not None:
+        return fresh
+    # a session remembered here that the server no longer honours: signed out elsewhere,
+    # expired, or the user is no longer configured
+    _sign_in_form(users, store, ended=known is not None)
     raise AssertionError("unreachable")  # the form stops the run
 
 

@@ -95,7 +95,7 @@ async def _busy_1ms_slices(stop: asyncio.Event) -> None:
 async def run_bench(
     url: str, rows: int, batch_size: int, max_buffer: int, max_seconds: float
 ) -> dict[str, Any]:
-    from gateway.ledger.writer import RecordWriter
+    from gateway.ledger.writer import SPILL_FRACTION, RecordWriter
 
     records = _records(rows)
     # the pre-built records are the bench's, not the writer's: keep them out of the
@@ -121,7 +121,8 @@ async def run_bench(
         deadline = t0 + max_seconds
         i = 0
         while writer.stats()["written"] < rows and time.perf_counter() < deadline:
-            room = max_buffer - batch_size - writer.stats()["buffer_depth"]
+            # below the mark where the writer spills to disk even with the database up
+            room = int(max_buffer * SPILL_FRACTION) - batch_size - writer.stats()["buffer_depth"]
             for r in records[i : i + max(0, min(room, 1000))]:
                 writer.submit(r)
                 i += 1

@@ -8,10 +8,11 @@ after any exception, counted) do the rest:
   up to `max_batch` rows per transaction (`gateway.ledger.database`), then replays the
   spool batch by batch; when the database fails it retries with jittered backoff.
 - the spool loop moves the buffer to the local-disk spool (`gateway.ledger.spool`) once
-  the database is failing (one failed flush) or slow (a write in flight for longer than
-  `spool_after_s`, one flush interval by default: a hung server fails a write only after
-  `write_timeout_s`), or memory is half full. An outage so leaves about one flush interval
-  of rows in memory, not `max_buffer`. It also adopts the spool files of writers that died.
+  the database is failing (one failed flush) or hangs (a write in flight for longer than
+  `spool_after_s`, a flush interval by default, and than 4 times what writes of its size
+  took lately: a hung server fails a write only after `write_timeout_s`), or memory is
+  SPILL_FRACTION full. An outage so leaves about one flush interval of rows in memory,
+  not `max_buffer`. It also adopts the spool files of writers that died.
 
 At most `max_buffer` rows are held in memory (buffer, in flight, being spooled). A spool
 write that fails (disk full, I/O error) keeps its rows in memory, retried every
@@ -48,6 +49,10 @@ from gateway.ledger.spool import Spool
 from gateway.ledger.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
+
+# memory this full spills to disk even while the database keeps up, so that a burst is
+# spooled, not dropped at the bound
+SPILL_FRACTION = 0.75
 
 
 async def _wait(event: asyncio.Event, timeout_s: float) -> None:
@@ -92,6 +97,7 @@ class RecordWriter:
         self._retry_initial = retry_initial_s
         self._retry_max = retry_max_s
         self._spool_after = flush_interval_s if spool_after_s is None else spool_after_s
+        self._spill_mark = int(max_buffer * SPILL_FRACTION)
         self._loops = Supervisor(
             # a healthy loop beats at least once per database attempt, whose worst case
             # is the write timeout plus psycopg's 10 s of cancelling it: twice that stalls
@@ -104,6 +110,10 @@ class RecordWriter:
         self._buffer: collections.deque[UsageRecord] = collections.deque()
         self._inflight: list[UsageRecord] = []
         self._write_started: float | None = None
+        self._write_rows = 0
+        # what a write took per row lately: a big batch on a busy server takes longer than
+        # a flush interval (5,000 rows: about 0.5 s here) without the server hanging
+        self._s_per_row = 0.0
         self._database_ok = True
         self._warned_at = float("-inf")
         self._wake: asyncio.Event | None = None  # the database loop
@@ -220,7 +230,7 @@ class RecordWriter:
             await self._cancel(spool_task)
         # an append's thread runs on after its task is cancelled: whether its rows are on
         # disk or back in the buffer is known once it returns
-        await self._spiller.finish(max(1.0, timeout_s / 2))
+        await self._spiller.finish(max(1.0, self._deadline - time.monotonic()))
         self._closed = True
         # whatever did not reach the database (an interrupted batch may have: idempotent)
         leftovers = self._inflight + list(self._buffer)
@@ -298,7 +308,8 @@ class RecordWriter:
 
     async def _write(self, records: list[UsageRecord]) -> int:
         """Commit `records`; return how many the database accepted (the rest are rejected)."""
-        self._write_started = time.monotonic()
+        started = self._write_started = time.monotonic()
+        self._write_rows = len(records)
         try:
             rejected = await self._db.write(records)
         except TransientDbError:
@@ -306,6 +317,8 @@ class RecordWriter:
             raise
         finally:
             self._write_started = None
+        per_row = (time.monotonic() - started) / len(records)
+        self._s_per_row = 0.8 * self._s_per_row + 0.2 * per_row if self._s_per_row else per_row
         if rejected:
             log.error("%d usage records rejected by the database", len(rejected))
             self._counts["dropped"] += len(rejected)
@@ -361,10 +374,12 @@ class RecordWriter:
             self._loops.completed("spool")
 
     def _should_spool(self) -> bool:
-        """The database is failing, or slow, or memory is half full: rows go to disk."""
-        started = self._write_started
-        slow = started is not None and time.monotonic() - started >= self._spool_after
-        return slow or not self._database_ok or self._held() >= self._max_buffer // 2
+        """The database is failing, or hangs, or memory fills up: rows go to disk."""
+        started, slow = self._write_started, False
+        if started is not None:
+            limit = max(self._spool_after, 4 * self._s_per_row * self._write_rows)
+            slow = time.monotonic() - started >= limit
+        return slow or not self._database_ok or self._held() >= self._spill_mark
 
     def _wake_db(self) -> None:
         if self._wake is not None:

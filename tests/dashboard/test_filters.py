@@ -49,9 +49,7 @@ def test_a_range_from_1900_is_clamped_to_the_ledgers_first_day_with_a_note():
     asked = from_query_params({"from": "1900-01-01", "to": TODAY.isoformat()}, TODAY)
     clamped, note = clamp(asked, FIRST, TODAY, TODAY)
     assert (clamped.start, clamped.end) == (FIRST, TODAY)
-    assert note == (
-        "The date range starts 2026-06-01 (the ledger's first request is from 2026-06-01)."
-    )
+    assert note == "The date range starts 2026-06-01, the day of the ledger's first request."
 
 
 def test_a_range_never_spans_more_than_the_maximum():
@@ -80,7 +78,11 @@ def test_ranges_inside_the_data_and_default_views_of_a_young_ledger_are_kept():
     # but a year back on that ledger is cut to the default length
     year = Filters(TODAY - dt.timedelta(days=365), TODAY)
     clamped, note = clamp(year, TODAY - dt.timedelta(days=2), TODAY, TODAY)
-    assert clamped == young and note is not None
+    assert clamped == young
+    assert note == (
+        "The date range starts 2026-10-31, 30 days back (the ledger's first request is "
+        "from 2026-11-27)."
+    )
 
 
 def test_an_empty_ledger_keeps_the_default_length():

@@ -98,7 +98,14 @@ def finish(ctx: Context, name: str, outcomes: Sequence[Outcome], since: dt.datet
         result.notes.append(f"lost request ids (first 5 of {acc.lost_count}): "
                             f"{', '.join(acc.lost[:5])}")
     if acc.differing:
-        result.notes.append(f"rows differing from the answer: {', '.join(acc.differing[:5])}")
+        answers = {o.request_id: o for o in outcomes if o.request_id}
+        shown = [f"{rid} (answer {answers[rid].status}{' stream' if answers[rid].stream else ''}"
+                 f"{', ' + str(answers[rid].error) if answers[rid].error else ''})"
+                 for rid in acc.differing[:5]]  # fmt: skip
+        result.notes.append(f"rows differing from the answer: {', '.join(shown)}")
+    if acc.broken_streams:
+        result.notes.append(f"{acc.broken_streams} streams broke after their 200; their rows "
+                            "record the failure")
     if acc.missing_error_rows:
         result.notes.append(f"{len(acc.missing_error_rows)} error answers with an id but no row: "
                             f"{', '.join(acc.missing_error_rows[:3])}")

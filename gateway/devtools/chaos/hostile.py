@@ -131,6 +131,7 @@ def run(ctx: Context) -> ScenarioResult:
     url = ctx.stack.gateway_url + PATH
     outcomes: list[Outcome] = []
     seen: list[str] = []
+    statuses: dict[str, object] = {}
 
     async def one(case: str, body: bytes | None, chunks: Iterator[bytes] | None) -> None:
         t0 = time.time()
@@ -138,6 +139,7 @@ def run(ctx: Context) -> ScenarioResult:
             url, {**auth, CLIENT_ID_HEADER: f"{name}-{case}"}, body, chunks)
         outcomes.append(Outcome(f"{name}-{case}", t0, time.time(), status,
                                 headers.get(REQUEST_ID_HEADER), error=error))
+        statuses[case] = status
         seen.append(f"{case} {status if status is not None else 'no answer'}"
                     + (f" ({error})" if error else ""))
 
@@ -150,6 +152,7 @@ def run(ctx: Context) -> ScenarioResult:
     asyncio.run(all_cases())
     result, acc = finish(ctx, name, outcomes, since, started, settle_s=15)
     result.notes.insert(0, "; ".join(seen))
+    result.details = statuses
     bad = [o.client_id for o in outcomes if o.status is None or not 400 <= o.status < 500]
     expect(result, not bad, f"not a 4xx: {', '.join(bad)}")
     expect(result, acc.duplicated == 0 and acc.rows <= len(outcomes),

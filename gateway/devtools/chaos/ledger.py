@@ -9,7 +9,9 @@ counted apart. The figures:
 - duplicated: request ids holding more than one row (the primary key forbids it: checked
   all the same), plus rows matching no answered id beyond the number of requests whose
   answer carried no id (only those can explain such rows);
-- differing: rows under an answered id that tell another status than the client saw;
+- differing: rows under an answered id that tell another status than the client saw,
+  except a stream that broke after its 200 (the client saw the break: an error event or
+  a cut connection) whose row says it failed: that row is right, counted as broken_streams;
 - missing_error_rows: non-2xx answers with an id but no row (a refusal that should have
   been recorded; auth refusals carry no id and leave no row by design).
 
@@ -51,6 +53,7 @@ class Accounting:
     differing: tuple[str, ...]
     missing_error_rows: tuple[str, ...]
     unmatched_rows: int  # rows whose id no client was given
+    broken_streams: int  # streams cut after their 200 whose rows say they failed
     without_id: int  # answers (or failures) that carried no request id
 
     @property
@@ -69,10 +72,11 @@ def account(outcomes: Sequence[Outcome], rows: Sequence[Row]) -> Accounting:
     without_id = sum(1 for o in outcomes if not o.request_id)
     unmatched = sum(n for rid, n in per_id.items() if rid not in answered_ids)
     repeated = sum(1 for n in per_id.values() if n > 1)
-    differing = tuple(
-        rid for rid, o in answered_ids.items()
-        if rid in by_id and o.status is not None and by_id[rid].http_status != o.status
-    )  # fmt: skip
+    other = {rid: o for rid, o in answered_ids.items()
+             if rid in by_id and o.status is not None and by_id[rid].http_status != o.status}
+    broken = {rid for rid, o in other.items()
+              if o.stream and o.error and by_id[rid].http_status >= 400}  # fmt: skip
+    differing = tuple(rid for rid in other if rid not in broken)
     missing_errors = tuple(
         rid for rid, o in answered_ids.items() if not o.answered_2xx and rid not in per_id
     )
@@ -88,6 +92,7 @@ def account(outcomes: Sequence[Outcome], rows: Sequence[Row]) -> Accounting:
         differing=differing,
         missing_error_rows=missing_errors,
         unmatched_rows=unmatched,
+        broken_streams=len(broken),
         without_id=without_id,
     )
 

@@ -127,7 +127,9 @@ class LoadRun:
                 self.url, json=chat_body(client_id, self.spec, stream), headers=headers
             ) as resp:
                 status, request_id = resp.status, resp.headers.get(REQUEST_ID_HEADER)
-                await resp.read()  # a stream is read to its end: a row's usage is all of it
+                body = await resp.read()  # a stream to its end: a row's usage is all of it
+                if stream and status == 200 and b'"error"' in body:
+                    error = "error event in the stream"  # it broke after its 200
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             error = type(err).__name__
         self.outcomes.append(

@@ -27,6 +27,7 @@ class ScenarioResult:
     notes: list[str] = dataclasses.field(default_factory=list)
     failures: list[str] = dataclasses.field(default_factory=list)
     error: str | None = None  # the scenario could not run to its end
+    details: dict[str, object] = dataclasses.field(default_factory=dict)  # per case, for JSON
 
     @property
     def verdict(self) -> str:

@@ -43,7 +43,8 @@ class SpoolDisk:
         return used, total
 
     def files(self) -> list[str]:
-        return sorted(p.name for p in self.path.glob("*"))
+        """Each file as `name (bytes)`."""
+        return sorted(f"{p.name} ({p.stat().st_size} B)" for p in self.path.glob("*"))
 
     def unmount(self) -> None:
         """Unmount; a replica still holding a file open makes it a lazy unmount."""

@@ -218,7 +218,9 @@ def test_an_admin_reads_the_kpis_on_every_page(gateway, dashboard, browser):
     page.close()
 
 
-def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dashboard, browser):
+def test_ops_change_routing_in_the_browser_and_the_gateway_follows(
+    gateway, dashboard, browser, monkeypatch
+):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     # ops land on their first page and are offered only the Ops pages
     sign_in(page, dashboard, "olga", "ops-pass", lands_on="Latency & errors")
@@ -273,6 +275,8 @@ def test_ops_change_routing_in_the_browser_and_the_gateway_follows(gateway, dash
     finally:
         from gateway.control.routing_update import apply_routing_change
 
+        # the replicas confirm a change only to an admin key: this gateway's own
+        monkeypatch.setenv("COSTGATE_ADMIN_KEY", gateway.admin_key)
         apply_routing_change(
             gateway.dashboard_url,
             gateway.app_name,
@@ -318,6 +322,20 @@ def test_sign_in_survives_a_reload_and_sign_out_ends_it_for_every_copy(dashboard
     expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)
     expect(page.get_by_text("Signed in as vic (viewer)")).to_be_visible()
     expect(page.get_by_role("button", name="Sign in")).to_have_count(0)
+
+    # a start picked before the ledger's data is cut back, in the picker too, with a note
+    # (the ledger's first request is today: the range keeps the default 30 days)
+    expect(page.get_by_text("The date range starts")).to_have_count(0)
+    start = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=29)
+    year = page.get_by_role("spinbutton", name="year, Date range (UTC days) start date")
+    year.click()
+    page.keyboard.type(str(start.year - 1))
+    page.keyboard.press("Escape")
+    page.get_by_role("heading", name="Overview").click()  # the field commits on blur
+    expect(page.get_by_text("The date range starts")).to_be_visible(timeout=60_000)
+    settle(page)
+    assert year.get_attribute("aria-valuenow") == str(start.year)
+    assert f"from={start.isoformat()}" in page.url
 
     # the date range asked for in a URL is cut to the ledger's data, with a note
     page.goto(f"{dashboard}/?from=1900-01-01")

@@ -75,7 +75,10 @@ async def test_during_an_outage_rows_reach_the_spool_within_about_one_flush_inte
     # a hung write fails only after its timeout: what reaches the disk before that does
     # so because the write is slow, not because it failed
     w = writer_factory(
-        database_proxy.url, spool_dir=spool_dir, flush_interval_s=interval, write_timeout_s=20
+        database_proxy.url,
+        spool_dir=spool_dir,
+        flush_interval_s=interval,
+        write_timeout_s=20,
     )
     await w.start()
     w.submit(make_record())
@@ -183,7 +186,7 @@ async def test_a_malformed_line_is_quarantined_and_the_rest_of_its_file_replayed
     w = writer_factory(database_url, spool_dir=spool_dir)
     await w.start()
     assert w.stats()["adopted"] == 6
-    await wait_until(lambda: w.stats()["spool_depth"] == 0)
+    await wait_until(lambda: w.stats()["spool_depth"] == 0 and w.stats()["replayed"] == 3)
     s = w.stats()
     assert (s["replayed"], s["quarantined"], s["dropped"], s["restarts"]) == (3, 3, 0, 0)
     assert row_count(ledger_engine) == 3
@@ -305,7 +308,7 @@ async def test_a_full_disk_keeps_rows_in_memory_up_to_the_bound_then_spools_once
     assert spool_lines(spool_dir) == 100 and w.health().ready
 
     database_proxy.unblock()
-    await wait_until(lambda: row_count(ledger_engine) == 100)
-    await wait_until(lambda: w.stats()["spool_depth"] == 0)
+    await wait_until(lambda: w.stats()["written"] == 100 and w.stats()["spool_depth"] == 0)
+    assert row_count(ledger_engine) == 100
     s = w.stats()
     assert s["queued"] == 130 == s["written"] + s["dropped"] and s["replayed"] == 100

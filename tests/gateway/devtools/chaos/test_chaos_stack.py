@@ -58,8 +58,22 @@ def test_schemathesis(chaos: Context) -> None:
     assert result.answered_4xx > 0  # negative cases reached the validation
 
 
+# Findings of this suite, open as of its first runs: a JSON body that is a bare number,
+# `true` or `null` answers 500 (chat_request.json_depth_exceeds iterates the scalar); a
+# lone surrogate in a message and a NaN temperature are accepted (200) and passed on
+# upstream. Listed so that any other hostile body answering other than 4xx fails here,
+# and so that a fix shows up (remove its name).
+KNOWN_NOT_4XX = {"json-null", "json-number", "json-true", "lone-surrogate-content",
+                 "temperature-nan"}  # fmt: skip
+
+
 def test_hostile_bodies(chaos: Context) -> None:
-    check(run(chaos, "hostile"))
+    result = run(chaos, "hostile")
+    assert result.error is None
+    not_4xx = {case for case, status in result.details.items()
+               if not (isinstance(status, int) and 400 <= status < 500)}  # fmt: skip
+    assert not_4xx == KNOWN_NOT_4XX, render_table([result])
+    assert result.duplicated == 0 and result.rows <= result.sent  # at most one row each
 
 
 def test_upstream_faults(chaos: Context) -> None:

@@ -58,3 +58,11 @@ def test_settle_waits_for_late_rows_and_gives_up_on_lost_ones() -> None:
     # a row that never comes: counted lost once the count stood still for a while
     acc, waited = settle(outcomes, lambda: [Row("a", 200, "ok")], timeout_s=0.2, poll_s=0.01)
     assert acc.lost == ("b",) and waited >= 0.1
+
+
+def test_a_stream_that_broke_after_its_200_and_says_so_in_its_row_does_not_differ() -> None:
+    broke = Outcome("c-1", 0.0, 1.0, 200, "a", stream=True, error="error event in the stream")
+    silent = Outcome("c-2", 0.0, 1.0, 200, "b", stream=True)
+    acc = account([broke, silent], [Row("a", 502, "upstream_error"), Row("b", 502, "ok")])
+    assert acc.broken_streams == 1
+    assert acc.differing == ("b",)  # the client read it whole: the row tells another story
