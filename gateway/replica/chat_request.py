@@ -43,7 +43,7 @@ def parse_json_body(raw: bytes, max_bytes: int) -> Any:
     if not raw:
         raise bad_request("The request body is empty; send a JSON object.", code="invalid_json")
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_no_constant)
     except RecursionError:
         raise _too_deep() from None
     except (ValueError, UnicodeDecodeError) as err:
@@ -55,6 +55,11 @@ def parse_json_body(raw: bytes, max_bytes: int) -> Any:
     return body
 
 
+def _no_constant(name: str) -> Any:
+    # NaN and Infinity are Python's extension, not JSON: no upstream would take them
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def _too_deep() -> OpenAIError:
     return bad_request(
         f"The request body nests JSON deeper than {MAX_JSON_DEPTH} levels.", code="invalid_json"
@@ -64,6 +69,8 @@ def _too_deep() -> OpenAIError:
 def json_depth_exceeds(value: Any, limit: int) -> bool:
     """Whether containers nest deeper than `limit`; iterative, and it visits containers
     only (strings and numbers are not pushed), so a large text costs nothing."""
+    if not isinstance(value, dict | list):
+        return False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()

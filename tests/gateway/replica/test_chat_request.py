@@ -98,3 +98,19 @@ def test_text_may_hold_any_character():
     body = {"model": "m", "messages": [{"role": "user", "content": "tab\there\nnewline"}],
             "user": "alice@example.com", "metadata": {"ticket": "A-1"}}
     assert validate_chat_request(body).model == "m"
+
+
+@pytest.mark.parametrize("raw", [b"null", b"1", b"true", b'"text"'])
+def test_a_scalar_body_is_a_400_not_a_crash(raw):
+    body = parse_json_body(raw, max_bytes=100)
+    with pytest.raises(OpenAIError) as info:
+        validate_chat_request(body)
+    assert info.value.status == 400
+
+
+@pytest.mark.parametrize("raw", [b'{"temperature": NaN}', b'{"top_p": Infinity}',
+                                 b'{"x": -Infinity}'])
+def test_nan_and_infinity_are_not_json(raw):
+    with pytest.raises(OpenAIError) as info:
+        parse_json_body(raw, max_bytes=100)
+    assert info.value.status == 400 and info.value.code == "invalid_json"
