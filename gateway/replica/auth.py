@@ -99,10 +99,21 @@ class KeyRing:
         self._miss_reload_at = float("-inf")
         self._refreshing: asyncio.Task[None] | None = None
         self.loaded = False
+        self._first_load = asyncio.Event()
 
     def replace(self, keys: Mapping[str, Caller]) -> None:
         self._keys = dict(keys)
         self.loaded = True
+        self._first_load.set()
+
+    async def wait_loaded(self, timeout_s: float) -> bool:
+        """Until the first key set arrived (or `timeout_s` passed: a database outage at
+        start must not keep the replica from starting; its keys follow when it is back)."""
+        try:
+            await asyncio.wait_for(self._first_load.wait(), timeout=timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
     def _lookup(self, token: str | None) -> Caller | None:
         if token is None:

@@ -28,6 +28,7 @@ from gateway.replica.http_api import build_app
 from gateway.replica.service import GatewayService
 
 log = logging.getLogger("costgate.ingress")
+KEYS_FIRST_LOAD_TIMEOUT_S = 20.0
 
 # the longest the ledger's last flush may take at shutdown; rows it cannot write in time
 # are spooled, and the next replica replays them
@@ -93,6 +94,10 @@ class Gateway:
         self._ledger_close_s = min(LEDGER_CLOSE_TIMEOUT_S, graceful_s / 2)
         if database_url:
             self._start_key_refresh(database_url)
+            # Serve sends traffic once __init__ returns: a replica that answered before
+            # its first key set arrived would refuse valid keys (seen during redeploys)
+            if not await self.service.keys.wait_loaded(KEYS_FIRST_LOAD_TIMEOUT_S):
+                log.warning("gateway keys not loaded at start; serving with static keys")
         self.metrics.set_routing_weights(self.service.routing.aliases)
         await self.metrics.start()
         self._stats_task = asyncio.get_running_loop().create_task(self._copy_writer_stats())
@@ -122,7 +127,9 @@ class Gateway:
         from db.keys import load_active_keys
         from gateway.replica.auth import REFRESH_S, Caller
 
-        engine = make_engine(database_url, pool_size=1, max_overflow=0)
+        # two: the periodic refresh and a reload for a key not seen yet may overlap, and
+        # one would wait for the other's connection past MISS_RELOAD_WAIT_S
+        engine = make_engine(database_url, pool_size=2, max_overflow=0)
 
         def load() -> dict[str, Caller]:
             return {digest: Caller.of_key(key) for digest, key in load_active_keys(engine).items()}

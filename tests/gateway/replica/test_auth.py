@@ -123,3 +123,16 @@ def test_static_keys_from_the_environment_belong_to_the_default_app(monkeypatch)
     monkeypatch.setenv("BOOTSTRAP_KEY", "cg-bootstrap")
     ring = KeyRing(require_keys=True, static_key_envs=("BOOTSTRAP_KEY",))
     assert asyncio.run(ring.identify("Bearer cg-bootstrap")).app == "default"
+
+
+async def test_a_replica_can_wait_for_its_first_key_set_and_gives_up_in_time():
+    ring = KeyRing(require_keys=True)
+    assert not await ring.wait_loaded(0.05)  # a database outage at start: no hang
+
+    async def arrive() -> None:
+        await asyncio.sleep(0.05)
+        ring.replace({})
+
+    task = asyncio.create_task(arrive())
+    assert await ring.wait_loaded(5)
+    await task
