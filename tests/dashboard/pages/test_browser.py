@@ -24,10 +24,13 @@ from sqlalchemy import create_engine, text
 from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password
 from db.engine import normalize_url
 from gateway.replica.service import REQUEST_ID_HEADER
+from tests.fixtures.ports import port_is_free
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
 
-PORT = 19420
+# the dashboard's port: an offset in this session's claimed block (tests/fixtures/ports.py),
+# so that two test sessions on one host never drive each other's dashboard
+DASHBOARD_PORT_OFFSET = 19
 ROOT = Path(__file__).resolve().parents[3]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM_ARGS = [
@@ -45,7 +48,11 @@ NEW_AUTO = {"deepseek-v3.2": 0, "gemini-2.5-flash": 0, "claude-sonnet-4.5": 100}
 
 
 @pytest.fixture(scope="module")
-def dashboard(gateway, tmp_path_factory) -> Iterator[str]:
+def dashboard(gateway, port_block, tmp_path_factory) -> Iterator[str]:
+    port = port_block.port(DASHBOARD_PORT_OFFSET)
+    # taken, Streamlit would quietly serve on the next port and the test would find
+    # whatever listens here
+    assert port_is_free(port), f"port {port} is taken"
     log = tmp_path_factory.mktemp("dashboard") / "streamlit.log"
     env = dict(gateway.env)
     env.update(
@@ -65,13 +72,13 @@ def dashboard(gateway, tmp_path_factory) -> Iterator[str]:
     )
     command = [
         *(sys.executable, "-m", "gateway.cli", "dashboard"),
-        *("--port", str(PORT), "--config", str(gateway.config_path)),
+        *("--port", str(port), "--config", str(gateway.config_path)),
     ]
     with log.open("wb") as out:
         proc = subprocess.Popen(
             command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    url = f"http://127.0.0.1:{PORT}"
+    url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
