@@ -32,6 +32,11 @@ def register(sub: Any) -> None:
     down.add_argument(
         "--keep-db", action="store_true", help="leave the embedded PostgreSQL running"
     )
+    down.add_argument(
+        "--drain-timeout", type=float, default=None, metavar="SECONDS",
+        help="how long to let replicas finish their requests and flush the ledger before "
+        "the Ray head is stopped (default: gateway.graceful_shutdown_timeout_s + 30 s)",
+    )
     down.set_defaults(func=cmd_down)
 
     sc = sub.add_parser("serve-config", help="print the generated declarative Serve config")
@@ -119,7 +124,9 @@ def cmd_down(args: argparse.Namespace) -> int:
 
     cfg, _ = _load(args)
     paths = ClusterPaths(_state_dir())
-    shutdown_serve(cfg)
+    if not shutdown_serve(cfg, args.drain_timeout, progress=print):
+        print("replicas still draining when the drain timeout ran out: the rows of their "
+              "requests in flight may be lost", file=sys.stderr)  # fmt: skip
     if started_by_us(paths) or paths.temp_dir.exists():
         n = stop_head(paths)
         print(f"stopped the Ray head ({n} processes)")

@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -297,23 +298,43 @@ def wait_ready(cfg: Config, timeout_s: float = 180.0) -> float:
     raise ClusterError(f"the gateway was not ready after {timeout_s:.0f} s ({status}): {message}")
 
 
-def shutdown_serve(cfg: Config, timeout_s: float = 60.0) -> None:
-    """Delete every Serve application and wait: replicas drain and flush on the way out."""
+def drain_timeout_s(cfg: Config) -> float:
+    """How long `down` waits for the replicas: as long as Serve lets each one finish (its
+    drain and its ledger's last flush fit in graceful_shutdown_timeout_s), and a margin.
+    Stopping the head sooner kills replicas that still hold answered requests' rows."""
+    return cfg.gateway.graceful_shutdown_timeout_s + 30.0
+
+
+def shutdown_serve(
+    cfg: Config, timeout_s: float | None = None, progress: Callable[[str], None] | None = None
+) -> bool:
+    """Delete every Serve application and wait: replicas drain and flush on the way out.
+
+    True once no application is left (or Serve is not running); False when `timeout_s`
+    (by default `drain_timeout_s`) ran out first.
+    """
+    timeout_s = drain_timeout_s(cfg) if timeout_s is None else timeout_s
     with ServeAdmin(dashboard_url(cfg)) as admin:
         if not admin.is_up():
-            return
+            return True
         # a refused DELETE leaves the apps running: the wait below then runs out
         with contextlib.suppress(ServeAdminError):
             admin.delete_applications(timeout_s=DEPLOY_TIMEOUT_S)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        told = started
+        while time.monotonic() - started < timeout_s:
             try:
                 apps = admin.instance(timeout_s=GET_TIMEOUT_S).get("applications") or {}
             except ServeAdminError:
-                return
+                return True
             if not apps:
-                return
+                return True
+            if progress is not None and time.monotonic() - told >= 10:
+                told = time.monotonic()
+                progress(f"waiting for {', '.join(sorted(apps))} to drain and flush "
+                         f"({told - started:.0f} s of at most {timeout_s:.0f} s)")  # fmt: skip
             time.sleep(0.5)
+    return False
 
 
 def cluster_processes(temp_dir: Path) -> list[psutil.Process]:

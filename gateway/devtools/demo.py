@@ -210,7 +210,7 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip clean-up
         _stop(dashboard)
         with contextlib.suppress(Exception):
-            shutdown_serve(cfg)
+            shutdown_serve(cfg, progress=lambda line: print(f"[demo] {line}"))
         if started_ray:
             stop_head(paths)
         _stop(sim)

@@ -207,6 +207,10 @@ class GatewayOptions(_Strict):
     # a shorter one cuts long streams, whose rows then hold only partial usage. An idle
     # replica shuts down at once whatever this says
     graceful_shutdown_timeout_s: float = Field(default=920.0, ge=15)
+    # at shutdown, rows that neither PostgreSQL nor the spool's disk takes (an outage and
+    # a full disk at once) are tried on both this much longer before they count as lost.
+    # Only that case waits; what drained before it comes out of graceful_shutdown_timeout_s
+    ledger_stranded_wait_s: float = Field(default=120.0, ge=0)
     # every request needs a gateway key (Authorization: Bearer ...). Off, a request
     # without one is `anonymous`, but a key that is presented must still be a valid one
     require_keys: bool = True

@@ -77,9 +77,9 @@ class Spiller:
             self.write_errors += 1
             self.dropped += len(records)
             return
-        self._count(records, unencodable)
+        self.count(records, unencodable)
 
-    def _count(self, records: list[UsageRecord], unencodable: list[UsageRecord]) -> None:
+    def count(self, records: list[UsageRecord], unencodable: list[UsageRecord]) -> None:
         self.spooled += len(records) - len(unencodable)
         if unencodable:
             log.error("%d usage records cannot be encoded for the spool", len(unencodable))
@@ -93,7 +93,7 @@ class Spiller:
             self._job = None
         err = asyncio.CancelledError() if job.future.cancelled() else job.future.exception()
         if err is None:
-            self._count(job.records, job.future.result())
+            self.count(job.records, job.future.result())
             return
         self.write_errors += 1
         # kept in memory, ahead of newer rows; the spool loop tries again next interval

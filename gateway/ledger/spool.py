@@ -242,6 +242,10 @@ class Spool:
         own, self._own = self._own, None
         if own is None:
             return
+        # give back what a torn append took: on a full disk, that space is what the
+        # next append (ours or another writer's) needs
+        with contextlib.suppress(OSError):
+            os.ftruncate(own.fd, own.size)
         if own.lines:
             self._claim_own(own)
             return

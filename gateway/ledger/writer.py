@@ -211,8 +211,13 @@ class RecordWriter:
         self._loops.start("database", self._db_loop, self._recover_db, give_up=closed)
         self._loops.start("spool", self._spool_loop, give_up=closed)
 
-    async def close(self, timeout_s: float = 10.0) -> None:
-        """Flush what the database takes within `timeout_s`; spool the rest."""
+    async def close(self, timeout_s: float = 10.0, stranded_s: float = 0.0) -> None:
+        """Flush what the database takes within `timeout_s`; spool the rest.
+
+        Rows that neither took (the database away and the disk full or failing) are tried
+        on both, every second, for `stranded_s` more before they count as dropped: the
+        last chance to keep rows of requests that were answered.
+        """
         if self._closed:
             return
         self._closing = True
@@ -237,10 +242,37 @@ class RecordWriter:
         self._inflight = []
         self._buffer.clear()
         if leftovers:
-            # on the loop (a last fsync at shutdown), so that the counters stay the loop's
-            self._spiller.spill_now(leftovers)
+            await self._last_resort(leftovers, time.monotonic() + stranded_s)
         await asyncio.to_thread(self._spool.close)
         await self._db.close()
+
+    async def _last_resort(self, records: list[UsageRecord], until: float) -> None:
+        """After the loops stopped: the spool, else the database, until one takes them."""
+        await self._db.close()  # a cancelled flush left its connection in an unknown state
+        while True:
+            try:
+                # a bounded wait: an append hung on the disk must not hang shutdown too
+                unencodable = await asyncio.to_thread(
+                    self._spool.append, records, lock_timeout_s=2.0
+                )
+            except OSError as err:
+                self._spiller.write_errors += 1
+                failure = f"spool: {type(err).__name__}: {err}"
+            else:
+                self._spiller.count(records, unencodable)
+                return
+            try:
+                self._counts["written"] += await self._write(records)
+                return
+            except TransientDbError as err:
+                failure += f"; database: {type(err).__name__}"
+            if time.monotonic() >= until:
+                break
+            log.warning("%d usage rows have nowhere to go yet (%s); trying again",
+                        len(records), failure)  # fmt: skip
+            await asyncio.sleep(1.0)
+        log.error("%d usage records are lost: %s", len(records), failure)
+        self._counts["dropped"] += len(records)
 
     @staticmethod
     async def _cancel(task: asyncio.Task[None]) -> None:

@@ -137,6 +137,15 @@ class KeyRing:
                 # only the key's holder can see this, and it tells them what to do
                 raise _unauthenticated("This gateway key has expired; ask for a new one.")
             return caller
+        if token is not None and self._load is not None and not self.loaded:
+            # no key set has arrived yet (the database was away since this replica
+            # started): whether the key is valid is unknown, and "invalid" would be a lie
+            raise OpenAIError(
+                503,
+                "The gateway cannot check keys yet; retry shortly.",
+                code="keys_unavailable",
+                headers={"retry-after": "2"},
+            )
         if self.require_keys or _presented(authorization):
             raise _unauthenticated()
         return ANONYMOUS

@@ -22,6 +22,10 @@ MAX_JSON_DEPTH = 64
 # Control characters and lone surrogates: never part of a name, and they break logs,
 # headers and PostgreSQL text (NUL) further down.
 _BAD_IDENTIFIER = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+# A lone surrogate can only enter through a `\uD800`-style escape (raw UTF-8 cannot
+# encode one), so the bytes are searched first and the body walked only when one shows.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -52,7 +56,30 @@ def parse_json_body(raw: bytes, max_bytes: int) -> Any:
         ) from None
     if json_depth_exceeds(body, MAX_JSON_DEPTH):
         raise _too_deep()
+    if _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(body):
+        # Python decodes a valid pair to one character, so a surrogate left is a lone one:
+        # not text, and UTF-8 (the upstream's wire, PostgreSQL, our logs) cannot carry it
+        raise bad_request(
+            "The request body holds a lone UTF-16 surrogate (an unpaired \\uD800-\\uDFFF "
+            "escape); text must be valid Unicode.",
+            code="invalid_json",
+        )
     return body
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _no_constant(name: str) -> Any:

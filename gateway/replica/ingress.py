@@ -92,6 +92,7 @@ class Gateway:
         # graceful shutdown timeout is unknown here, so never more than half of it
         graceful_s = cfg.gateway.graceful_shutdown_timeout_s
         self._ledger_close_s = min(LEDGER_CLOSE_TIMEOUT_S, graceful_s / 2)
+        self._ledger_stranded_s = min(cfg.gateway.ledger_stranded_wait_s, graceful_s / 2)
         if database_url:
             self._start_key_refresh(database_url)
             # Serve sends traffic once __init__ returns: a replica that answered before
@@ -163,7 +164,10 @@ class Gateway:
         writer = getattr(self, "writer", None)
         if writer is not None:
             close_s = getattr(self, "_ledger_close_s", LEDGER_CLOSE_TIMEOUT_S)
-            await _shutdown_step("ledger writer", writer.close(timeout_s=close_s))
+            stranded_s = getattr(self, "_ledger_stranded_s", 0.0)
+            await _shutdown_step(
+                "ledger writer", writer.close(timeout_s=close_s, stranded_s=stranded_s)
+            )
         stats_task = getattr(self, "_stats_task", None)
         if stats_task is not None:
             stats_task.cancel()

@@ -100,8 +100,11 @@ def redeploy(ctx: Context) -> ScenarioResult:
     expect(result, routing.returncode == 0, f"`costgate routing set` exited {routing.returncode}")
     expect(result, acc.answered_5xx == 0, f"{acc.answered_5xx} answers were 5xx")
     # every key was known to every replica before the load, and PostgreSQL stayed up
-    refused = sum(1 for o in outcomes if o.status == 401)
-    expect(result, refused == 0, f"{refused} requests with a valid key were refused 401")
+    refused = [o for o in outcomes if o.status == 401]
+    expect(result, not refused, f"{len(refused)} requests with a valid key were refused 401"
+           + (f", from +{refused[0].started - since.timestamp():.1f} s to "
+              f"+{refused[-1].started - since.timestamp():.1f} s: {refused[0].error}"
+              if refused else ""))  # fmt: skip
     expect_intact(result, acc)
     return result
 

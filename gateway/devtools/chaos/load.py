@@ -130,6 +130,8 @@ class LoadRun:
                 body = await resp.read()  # a stream to its end: a row's usage is all of it
                 if stream and status == 200 and b'"error"' in body:
                     error = "error event in the stream"  # it broke after its 200
+                elif status >= 400:
+                    error = body[:300].decode("utf-8", "replace")  # what the refusal said
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             error = type(err).__name__
         self.outcomes.append(

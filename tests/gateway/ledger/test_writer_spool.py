@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -312,3 +313,67 @@ async def test_a_full_disk_keeps_rows_in_memory_up_to_the_bound_then_spools_once
     assert row_count(ledger_engine) == 100
     s = w.stats()
     assert s["queued"] == 130 == s["written"] + s["dropped"] and s["replayed"] == 100
+
+
+async def test_at_close_rows_with_nowhere_to_go_wait_for_the_database_or_the_disk(
+    small_disk: Path,
+    database_proxy: DatabaseProxy,
+    ledger_engine: Engine,
+    writer_factory: Callable[..., RecordWriter],
+) -> None:
+    """An outage and a full disk at shutdown: rows of answered requests are tried on both
+    until one takes them, within `stranded_s`; only past it are they lost, counted."""
+    w = writer_factory(database_proxy.url, spool_dir=small_disk / "spool", batch_size=10)
+    await w.start()
+    filler = _fill(small_disk)
+    database_proxy.block()
+    for _ in range(25):
+        w.submit(make_record())
+    await wait_until(lambda: w.stats()["spool_write_errors"] >= 1)
+
+    async def database_back_later() -> None:
+        await asyncio.sleep(2.0)
+        database_proxy.unblock()
+
+    back = asyncio.create_task(database_back_later())
+    await w.close(timeout_s=1.0, stranded_s=30.0)
+    await back
+    s = w.stats()
+    assert (s["written"], s["dropped"], s["buffer_depth"]) == (25, 0, 0)
+    assert row_count(ledger_engine) == 25
+
+    # the same, and nothing comes back in time: lost, and counted as such
+    w2 = writer_factory(database_proxy.url, spool_dir=small_disk / "spool", batch_size=10)
+    await w2.start()
+    database_proxy.block()
+    for _ in range(5):
+        w2.submit(make_record())
+    await w2.close(timeout_s=0.5, stranded_s=1.5)
+    s = w2.stats()
+    assert (s["written"], s["dropped"], s["spooled"]) == (0, 5, 0)
+    filler.unlink()
+    database_proxy.unblock()
+
+
+async def test_a_torn_append_on_a_full_disk_gives_its_space_back(small_disk: Path) -> None:
+    spool = spool_module.Spool(small_disk / "spool")
+    spool.open()
+    spool.append([make_record()])  # the file exists and holds one row
+    (own,) = list((small_disk / "spool").glob("usage-spool-*.jsonl"))
+    kept = own.stat().st_size
+    filler = _fill(small_disk)
+    filler.unlink()
+    # room for part of a batch only: the append fails half-written
+    _fill_leaving(small_disk, free=8192)
+    with pytest.raises(OSError):
+        spool.append([make_record() for _ in range(200)])
+    (replay,) = list((small_disk / "spool").glob("usage-replay-*.jsonl"))
+    assert replay.stat().st_size == kept  # the torn tail is gone, its space is free
+    spool.close()
+
+
+def _fill_leaving(directory: Path, free: int) -> None:
+    st = os.statvfs(directory)
+    room = st.f_bavail * st.f_frsize - free
+    with open(directory / "filler-2", "wb", buffering=0) as f:
+        f.write(b"\0" * max(0, room))

@@ -136,3 +136,26 @@ async def test_a_replica_can_wait_for_its_first_key_set_and_gives_up_in_time():
     task = asyncio.create_task(arrive())
     assert await ring.wait_loaded(5)
     await task
+
+
+async def test_before_its_first_key_set_a_replica_says_it_cannot_check_rather_than_invalid():
+    def database_away() -> dict[str, Caller]:
+        raise OSError("connection refused")
+
+    ring = KeyRing(require_keys=True)
+    ring.start_refresh(database_away, every_s=60)
+    try:
+        with pytest.raises(OpenAIError) as info:
+            await ring.identify("Bearer cg-alice")
+        assert info.value.status == 503 and info.value.code == "keys_unavailable"
+        assert info.value.headers["retry-after"]
+        with pytest.raises(OpenAIError) as info:
+            await ring.identify(None)  # no key at all: that is known to be wrong
+        assert info.value.status == 401
+        # once a set arrived, a key not in it is invalid, outage or not
+        ring.replace({hash_key("cg-bob"): ALICE})
+        with pytest.raises(OpenAIError) as info:
+            await ring.identify("Bearer cg-alice")
+        assert info.value.status == 401
+    finally:
+        ring.stop()
