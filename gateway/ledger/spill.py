@@ -5,6 +5,8 @@ longer on a sick one: it runs in a worker thread, never on the loop that serves
 requests. That thread runs on when the task awaiting it is cancelled (at shutdown), so
 each append is a job that settles exactly once, from the thread's own outcome: its rows
 are counted as spooled, or put back in memory for the next try. Never both, never lost.
+At close, rows that neither the spool nor the database takes are `rescue`d: tried on both
+until a deadline, then dropped, counted.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from gateway.domain.usage_record import UsageRecord
+from gateway.ledger.database import TransientDbError
 from gateway.ledger.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -78,6 +82,40 @@ class Spiller:
             self.dropped += len(records)
             return
         self.count(records, unencodable)
+
+    async def rescue(
+        self,
+        records: list[UsageRecord],
+        write: Callable[[list[UsageRecord]], Awaitable[int]],
+        until: float,
+    ) -> int:
+        """After close: the spool, else the database (`write`), every second until one
+        takes the rows or `until` passed (then they are dropped, counted). Returns how
+        many rows `write` committed."""
+        while True:
+            try:
+                # a bounded wait: an append hung on the disk must not hang shutdown too
+                unencodable = await asyncio.to_thread(
+                    self.spool.append, records, lock_timeout_s=2.0
+                )
+            except OSError as err:
+                self.write_errors += 1
+                failure = f"spool: {type(err).__name__}: {err}"
+            else:
+                self.count(records, unencodable)
+                return 0
+            try:
+                return await write(records)
+            except TransientDbError as err:
+                failure += f"; database: {type(err).__name__}"
+            if time.monotonic() >= until:
+                break
+            log.warning("%d usage rows have nowhere to go yet (%s); trying again",
+                        len(records), failure)  # fmt: skip
+            await asyncio.sleep(1.0)
+        log.error("%d usage records are lost: %s", len(records), failure)
+        self.dropped += len(records)
+        return 0
 
     def count(self, records: list[UsageRecord], unencodable: list[UsageRecord]) -> None:
         self.spooled += len(records) - len(unencodable)

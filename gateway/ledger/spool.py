@@ -24,7 +24,8 @@ ORPHAN_SCAN_INTERVAL_S.
 
 A row counts as spooled once `append` returned: written, fsynced, and its file's name
 fsynced into the directory. After a failed append the file's tail is unknown, so the file
-takes no more appends and is replayed only up to its size before the failure.
+takes no more appends, is cut back to its size before the failure (a full disk gets the
+space back) and is replayed only up to there.
 
 Replay reads a file in batches by byte offset, so a batch whose write failed is read again
 from the same place. Lines that are not records go to the quarantine file, counted; a
@@ -169,11 +170,8 @@ class Spool:
         self, records: list[UsageRecord], *, lock_timeout_s: float | None = None
     ) -> list[UsageRecord]:
         """Spool `records` durably; return those that cannot be encoded (not spooled).
-
-        Raises OSError when the file system fails: then none of them is spooled; and
-        TimeoutError (an OSError) when another append holds the spool for longer than
-        `lock_timeout_s` (a disk that hangs must not hang the event loop as well).
-        """
+        Raises OSError when the file system fails (none of them spooled), TimeoutError
+        when another append holds the spool longer than `lock_timeout_s` (a hung disk)."""
         lines: list[bytes] = []
         unencodable: list[UsageRecord] = []
         for r in records:
@@ -242,8 +240,6 @@ class Spool:
         own, self._own = self._own, None
         if own is None:
             return
-        # give back what a torn append took: on a full disk, that space is what the
-        # next append (ours or another writer's) needs
         with contextlib.suppress(OSError):
             os.ftruncate(own.fd, own.size)
         if own.lines:

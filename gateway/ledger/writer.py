@@ -242,37 +242,11 @@ class RecordWriter:
         self._inflight = []
         self._buffer.clear()
         if leftovers:
-            await self._last_resort(leftovers, time.monotonic() + stranded_s)
+            await self._db.close()  # a cancelled flush left it in an unknown state
+            until = time.monotonic() + stranded_s
+            self._counts["written"] += await self._spiller.rescue(leftovers, self._write, until)
         await asyncio.to_thread(self._spool.close)
         await self._db.close()
-
-    async def _last_resort(self, records: list[UsageRecord], until: float) -> None:
-        """After the loops stopped: the spool, else the database, until one takes them."""
-        await self._db.close()  # a cancelled flush left its connection in an unknown state
-        while True:
-            try:
-                # a bounded wait: an append hung on the disk must not hang shutdown too
-                unencodable = await asyncio.to_thread(
-                    self._spool.append, records, lock_timeout_s=2.0
-                )
-            except OSError as err:
-                self._spiller.write_errors += 1
-                failure = f"spool: {type(err).__name__}: {err}"
-            else:
-                self._spiller.count(records, unencodable)
-                return
-            try:
-                self._counts["written"] += await self._write(records)
-                return
-            except TransientDbError as err:
-                failure += f"; database: {type(err).__name__}"
-            if time.monotonic() >= until:
-                break
-            log.warning("%d usage rows have nowhere to go yet (%s); trying again",
-                        len(records), failure)  # fmt: skip
-            await asyncio.sleep(1.0)
-        log.error("%d usage records are lost: %s", len(records), failure)
-        self._counts["dropped"] += len(records)
 
     @staticmethod
     async def _cancel(task: asyncio.Task[None]) -> None:

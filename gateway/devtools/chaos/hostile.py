@@ -17,10 +17,13 @@ from urllib.parse import urlsplit
 from gateway.devtools.chaos.bookkeeping import Context, expect, finish, utcnow
 from gateway.devtools.chaos.load import CLIENT_ID_HEADER, REQUEST_ID_HEADER, Outcome
 from gateway.devtools.chaos.report import ScenarioResult
+from gateway.devtools.chaos.rss_watch import MIB, proxy_pids, watch_rss
 
 PATH = "/v1/chat/completions"
 MODEL = "gpt-4o-mini"
 MESSAGES = '[{"role":"user","content":"hi"}]'
+# what a replica's RSS may grow past the body limit while it refuses a giant body
+RSS_MARGIN_MIB = 8
 
 
 def _body(**fields: object) -> bytes:
@@ -146,12 +149,26 @@ def run(ctx: Context) -> ScenarioResult:
     async def all_cases() -> None:
         for case, body in hostile_bodies().items():
             await one(case, body, None)
+
+    async def giant() -> None:
         await one(f"chunked-{ctx.sizes.big_body_mib}mib", None,
                   _giant_chunks(ctx.sizes.big_body_mib))
 
     asyncio.run(all_cases())
+    targets = {pid: "replica" for pid in ctx.stack.replica_pids()}
+    targets.update({pid: "proxy" for pid in proxy_pids(ctx.stack.state_dir)})
+    with watch_rss(targets) as growth:
+        asyncio.run(giant())
     result, acc = finish(ctx, name, outcomes, since, started, settle_s=15)
     result.notes.insert(0, "; ".join(seen))
+    result.notes.insert(1, f"while the chunked {ctx.sizes.big_body_mib} MiB body was sent: "
+                        + ", ".join(g.render() for g in growth))  # fmt: skip
+    # the replica reads up to max_body_bytes before it refuses: that much, and a margin
+    allowed = ctx.stack.config["gateway"].get("max_body_bytes", 4 * MIB) / MIB + RSS_MARGIN_MIB
+    fat = [g for g in growth if g.label == "replica" and g.grew_mib > allowed]
+    expect(result, bool(growth) and not fat,
+           f"replica RSS grew more than {allowed:.0f} MiB: "
+           + ", ".join(g.render() for g in fat or growth))  # fmt: skip
     result.details = statuses
     bad = [o.client_id for o in outcomes if o.status is None or not 400 <= o.status < 500]
     expect(result, not bad, f"not a 4xx: {', '.join(bad)}")
