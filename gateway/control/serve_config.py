@@ -8,6 +8,8 @@ feeds the Ray dashboard's REST API (`costgate up`) and a KubeRay RayService's
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,25 @@ def deployment_options(cfg: Config, routing: RoutingSettings) -> dict[str, Any]:
     return options
 
 
+def config_digest(cfg: Config) -> str:
+    """What a replica loads from its config file, as a short hash for the app's `args`.
+
+    The replicas read the file once, at start: a file edited in place has the same path,
+    so without this Serve would see nothing new and keep the replicas on the old content.
+    With it, any change a replica must restart for replaces them (one by one). Routing
+    weights and per-model caps are left out: they travel in `user_config`, which
+    reconfigures the replicas in place.
+    """
+    data = cfg.model_dump(mode="json")
+    for alias in data["aliases"].values():
+        alias.pop("candidates", None)
+    for model in data["models"]:
+        model.pop("rpm_limit", None)
+        model.pop("tpm_limit", None)
+    encoded = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(encoded).hexdigest()[:16]
+
+
 def serve_config(
     cfg: Config,
     *,
@@ -73,6 +94,7 @@ def serve_config(
                 "args": {
                     "config_path": str(config_path.resolve()),
                     "state_dir": str(state_dir.resolve()),
+                    "config_digest": config_digest(cfg),
                 },
                 "deployments": [deployment_options(cfg, routing or routing_from_config(cfg))],
             }

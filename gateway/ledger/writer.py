@@ -371,8 +371,11 @@ class RecordWriter:
             self._spool_wake.clear()
             if self._buffer and self._should_spool():
                 await self._spiller.spill(self._buffer)
-                if self._closing:
-                    self._wake_db()  # the database loop may be waiting for nothing now
+                if self._closing and not self._buffer:
+                    # all of it on disk: the database loop may be waiting for nothing now
+                    # (not after a failed spill: the two loops would wake each other in
+                    # a busy loop until the close deadline)
+                    self._wake_db()
             elif not self._spool.writable:
                 await asyncio.to_thread(self._spool.probe)  # ready again once it works
             if not self._closing:

@@ -6,7 +6,7 @@ import yaml
 
 from gateway.cli import deploy as cli_deploy
 from gateway.control.kuberay import CONFIG_PATH, STATE_DIR, manifests, render
-from gateway.control.serve_config import serve_config
+from gateway.control.serve_config import config_digest, serve_config
 from gateway.domain.config import load_config
 from gateway.domain.environment import secret_problems
 from tests.deploy.repo_files import CONTAINER_CONFIG, K8S, ROOT, yaml_docs
@@ -39,6 +39,8 @@ def test_serve_config_v2_is_what_costgate_up_deploys_with_pod_paths():
     assert in_cluster["applications"][0]["args"] == {
         "config_path": "/etc/costgate/costgate.yaml",
         "state_dir": "/var/lib/costgate",
+        # a changed ConfigMap changes the digest: the RayService then replaces replicas
+        "config_digest": config_digest(cfg),
     }
     assert in_cluster["proxy_location"] == "EveryNode"
     assert in_cluster["http_options"]["host"] == "0.0.0.0"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from gateway.control.serve_config import serve_config
@@ -51,3 +52,31 @@ def test_replicas_get_the_configured_graceful_shutdown_sized_for_the_longest_str
     data["gateway"]["graceful_shutdown_timeout_s"] = 60
     sc = serve_config(parse_config(data), config_path=Path("c.yaml"), state_dir=tmp_path)
     assert sc["applications"][0]["deployments"][0]["graceful_shutdown_timeout_s"] == 60
+
+
+def test_a_file_edited_in_place_changes_the_apps_args_unless_only_routing_changed(tmp_path):
+    """Serve replaces replicas only when an app's args change; the replicas read the
+    file at start, so an edited file must show in the args, and a routing-only edit not
+    (it reconfigures replicas in place, through user_config)."""
+    cfg = load_config(default_config_path())
+
+    def deployed(data: dict) -> dict:
+        sc = serve_config(parse_config(data), config_path=tmp_path / "c.yaml", state_dir=tmp_path)
+        return sc["applications"][0]
+
+    base = cfg.model_dump(mode="json")
+    first = deployed(base)
+    assert first["args"]["config_path"] == str((tmp_path / "c.yaml").resolve())
+
+    bigger = copy.deepcopy(base)
+    bigger["gateway"]["max_body_bytes"] += 1024
+    assert deployed(bigger)["args"] != first["args"]
+
+    reweighted = copy.deepcopy(base)
+    reweighted["aliases"]["auto"]["candidates"]["deepseek-v3.2"] = 1
+    capped = copy.deepcopy(base)
+    capped["models"][0]["rpm_limit"] = 7
+    for data in (reweighted, capped):
+        app = deployed(data)
+        assert app["args"] == first["args"]
+        assert app["deployments"][0]["user_config"] != first["deployments"][0]["user_config"]
