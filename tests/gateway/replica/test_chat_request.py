@@ -114,3 +114,14 @@ def test_nan_and_infinity_are_not_json(raw):
     with pytest.raises(OpenAIError) as info:
         parse_json_body(raw, max_bytes=100)
     assert info.value.status == 400 and info.value.code == "invalid_json"
+
+
+def test_a_lone_surrogate_anywhere_in_the_body_is_a_400_and_a_valid_pair_is_text():
+    for raw in (b'{"model":"m","messages":[{"role":"user","content":"a\\ud800b"}]}',
+                b'{"model":"m","messages":[{"role":"user","content":"\\uDFFF"}]}',
+                b'{"model":"m","messages":[],"tools":[{"x":["\\udbff"]}]}'):  # fmt: skip
+        with pytest.raises(OpenAIError) as info:
+            parse_json_body(raw, 1 << 20)
+        assert info.value.status == 400 and "surrogate" in info.value.message
+    pair = parse_json_body(b'{"content":"\\ud83d\\ude00 \\u00e9"}', 1 << 20)
+    assert pair == {"content": "\U0001f600 \u00e9"}
