@@ -41,8 +41,9 @@ class KeyScope:
 UNSCOPED = KeyScope()
 
 
-def check_request(scope: KeyScope, req: ChatRequest, headers: Mapping[str, str]) -> None:
-    """Raise the client's error when `req` (validated) asks for more than `scope` allows."""
+def check_request(scope: KeyScope, req: ChatRequest, headers: Mapping[str, str]) -> ChatRequest:
+    """Raise the client's error when `req` (validated) asks for more than `scope` allows;
+    return the request as it may go upstream (the key's output cap made explicit)."""
     if scope.models is not None:
         if req.model not in scope.models:
             raise _not_allowed(req.model, "model", scope.models)
@@ -66,6 +67,11 @@ def check_request(scope: KeyScope, req: ChatRequest, headers: Mapping[str, str])
                     param=name,
                     code="above_key_limit",
                 )
+        if req.max_tokens is None:
+            # no limit named: the upstream's default is the model's whole output window,
+            # so the key's cap is sent (`max_tokens`: every OpenAI-compatible API takes it)
+            return dataclasses.replace(req, body={**req.body, "max_tokens": cap}, max_tokens=cap)
+    return req
 
 
 def _int(value: object) -> TypeGuard[int]:

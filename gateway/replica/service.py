@@ -168,8 +168,8 @@ class GatewayService:
     async def _chat(self, request: Request, ex: Exchange) -> Response:
         limit = self.cfg.gateway.max_body_bytes
         req = validate_chat_request(parse_json_body(await read_body(request, limit), limit))
-        ex.request, ex.requested, ex.stream = req, req.model, req.stream
-        check_request(ex.caller.scope, req, request.headers)
+        ex.request, ex.requested, ex.stream = req, req.model, req.stream  # a refusal's row too
+        ex.request = req = check_request(ex.caller.scope, req, request.headers)
         ex.plan = self._plan(req.model, request.headers)
         if req.stream:
             return await self._open_stream(ex)

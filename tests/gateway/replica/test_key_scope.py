@@ -73,6 +73,16 @@ def test_output_tokens_above_the_keys_cap_are_a_400_naming_the_field(field):
     assert err.status == 400 and err.param == field and "at most 256" in err.message
 
 
+def test_a_request_naming_no_output_limit_gets_the_keys_cap_sent_upstream():
+    capped = KeyScope(max_output_tokens=64)
+    req = check_request(capped, validate_chat_request({"messages": MESSAGES, "model": "m"}), {})
+    assert req.max_tokens == 64 and req.body["max_tokens"] == 64
+    named = validate_chat_request({"messages": MESSAGES, "model": "m", "max_tokens": 10})
+    assert check_request(capped, named, {}) is named  # a limit within the cap: as sent
+    free = validate_chat_request({"messages": MESSAGES, "model": "m"})
+    assert check_request(UNSCOPED, free, {}) is free and "max_tokens" not in free.body
+
+
 def test_both_token_fields_are_checked_each_on_its_own():
     capped = KeyScope(max_output_tokens=100)
     err = refused(capped, model="m", max_tokens=50, max_completion_tokens=500)
