@@ -148,9 +148,9 @@ def disk_full(ctx: Context) -> ScenarioResult:
     finally:
         proxy.unblock()
         disk.unmount()
-    result.notes.insert(0, f"spool on a {ctx.sizes.spool_disk_kib} KiB tmpfs, "
-                           f"{used // 1024}/{total // 1024} KiB used after the redeploy "
-                           f"({', '.join(files) or 'no files'})")
+    result.notes.insert(0, f"spool on a {total // 1024} KiB tmpfs filled to leave "
+                           f"{ctx.sizes.spool_disk_kib} KiB, {used // 1024} KiB used after "
+                           f"the redeploy (spool files: {', '.join(files) or 'none'})")
     dropped = after_stats.get("dropped_rows", 0) - before_stats.get("dropped_rows", 0)
     result.notes.append(f"dropped rows counted by the writers (/metrics, live replicas): "
                         f"{dropped:.0f}")
