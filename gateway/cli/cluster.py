@@ -62,11 +62,15 @@ def _state_dir() -> Path:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    import sqlalchemy.exc
+
+    from db.engine import database_url
     from db.migrate import migrated_database_url
     from db.price_sync import sync_prices
     from gateway.control.cluster import (
         ClusterError,
         ClusterPaths,
+        dashboard_url,
         deploy,
         gateway_url,
         start_head,
@@ -74,14 +78,30 @@ def cmd_up(args: argparse.Namespace) -> int:
         wait_ready,
     )
     from gateway.control.control_key import ensure_control_key
+    from gateway.control.serve_admin import ServeAdmin
 
     cfg, path = _load(args)
     t0 = time.monotonic()
     state = _state_dir()
-    url = migrated_database_url()
-    sync_prices(url, cfg)
-    # before the replicas start: their first key load then already holds it
-    admin_key_file = ensure_control_key(url, state)
+    url = database_url()
+    try:
+        url = migrated_database_url()
+        sync_prices(url, cfg)
+        # before the replicas start: their first key load then already holds it
+        admin_key_file = ensure_control_key(url, state)
+    except sqlalchemy.exc.OperationalError as err:
+        # a redeploy must not wait for the database: replicas keep their keys, spool
+        # their rows and catch up once it is back. A first start has nothing to keep.
+        with ServeAdmin(dashboard_url(cfg)) as admin:
+            running = admin.is_up()
+        if not running:
+            print(f"costgate up: PostgreSQL unreachable ({_reason(err)}); the gateway is "
+                  "not running, so there is nothing to redeploy without it", file=sys.stderr)
+            return 1
+        print(f"warning: PostgreSQL unreachable ({_reason(err)}): migrations, price sync "
+              "and the control key skipped; redeploying anyway (replicas spool their rows "
+              "until it is back)", file=sys.stderr)  # fmt: skip
+        admin_key_file = None
     env = dict(os.environ)
     env["DATABASE_URL"] = url
     env["COSTGATE_STATE_DIR"] = str(state)
@@ -108,6 +128,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         args.keep_db = False
         return cmd_down(args)
     return 0
+
+
+def _reason(err: Exception) -> str:
+    """The first line of a driver error: what went wrong, never the URL (it may hold a
+    password) nor a traceback."""
+    orig = getattr(err, "orig", None) or err
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0][:200]
 
 
 def _wait_for_stop_signal() -> None:

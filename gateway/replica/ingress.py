@@ -94,7 +94,7 @@ class Gateway:
         self._ledger_close_s = min(LEDGER_CLOSE_TIMEOUT_S, graceful_s / 2)
         self._ledger_stranded_s = min(cfg.gateway.ledger_stranded_wait_s, graceful_s / 2)
         if database_url:
-            self._start_key_refresh(database_url)
+            self._start_key_refresh(database_url, state_dir)
             # Serve sends traffic once __init__ returns: a replica that answered before
             # its first key set arrived would refuse valid keys (seen during redeploys)
             if not await self.service.keys.wait_loaded(KEYS_FIRST_LOAD_TIMEOUT_S):
@@ -123,17 +123,32 @@ class Gateway:
             self.metrics.set_writer_stats(self.writer.stats())
             await asyncio.sleep(1.0)
 
-    def _start_key_refresh(self, database_url: str) -> None:
+    def _start_key_refresh(self, database_url: str, state_dir: str) -> None:
         from db.engine import make_engine
+        from db.key_cache import KEY_CACHE_FILE, KeyCache
         from db.keys import load_active_keys
         from gateway.replica.auth import REFRESH_S, Caller
 
         # two: the periodic refresh and a reload for a key not seen yet may overlap, and
         # one would wait for the other's connection past MISS_RELOAD_WAIT_S
         engine = make_engine(database_url, pool_size=2, max_overflow=0)
+        cache = KeyCache(Path(state_dir) / KEY_CACHE_FILE)
+        ring = self.service.keys
 
         def load() -> dict[str, Caller]:
-            return {digest: Caller.of_key(key) for digest, key in load_active_keys(engine).items()}
+            try:
+                keys = load_active_keys(engine)
+            except Exception:
+                # started during an outage: the last set any replica here loaded, so that
+                # a redeploy while PostgreSQL is away does not lock every app out
+                cached = None if ring.loaded else cache.load()
+                if cached is None:
+                    raise
+                log.warning("gateway keys from the local cache: PostgreSQL unreachable")
+                keys = cached
+            else:
+                cache.save(keys)
+            return {digest: Caller.of_key(key) for digest, key in keys.items()}
 
         self.service.keys.start_refresh(load, every_s=REFRESH_S)
 

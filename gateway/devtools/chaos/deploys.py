@@ -111,6 +111,40 @@ def redeploy(ctx: Context) -> ScenarioResult:
     return result
 
 
+def redeploy_db_down(ctx: Context) -> ScenarioResult:
+    """`costgate up` with a changed file while PostgreSQL is away, under load: `up` skips
+    what needs the database and redeploys; the closing replicas spool what they hold,
+    the new ones replay it once the database is back."""
+    name = "redeploy-db-down"
+    stack, proxy = ctx.stack, ctx.stack.proxy
+    assert proxy is not None
+    started, since = time.monotonic(), utcnow()
+    before = stack.replica_pids()
+    run = ctx.load(name, duration_s=ctx.sizes.load_s * 3)
+    time.sleep(ctx.sizes.load_s / 2)
+    proxy.block()
+    try:
+        n = len(list(stack.workdir.glob("costgate-*.yaml"))) + 1
+        stack.write_config(_next_config(ctx, 4096), stack.workdir / f"costgate-{n}.yaml")
+        stack.config_path = stack.workdir / f"costgate-{n}.yaml"
+        t0 = time.monotonic()
+        up = stack.cli("up", "--timeout", "240", timeout_s=300)
+        took = time.monotonic() - t0
+        replaced = stack.wait_replicas(len(before), exclude=frozenset(before), timeout_s=180)
+    finally:
+        proxy.unblock()
+    outcomes = run.join()
+    result, acc = finish(ctx, name, outcomes, since, started)
+    warning = next((line for line in up.stderr.splitlines() if "unreachable" in line), "")
+    result.notes.insert(0, f"`costgate up` with PostgreSQL cut: exit {up.returncode} in "
+                           f"{took:.1f} s, replicas {before} -> {replaced}; it said: "
+                           f"{warning[:160] or up.stderr[-200:]}")  # fmt: skip
+    expect(result, up.returncode == 0, f"`costgate up` exited {up.returncode}")
+    expect(result, acc.answered_5xx == 0, f"{acc.answered_5xx} answers were 5xx")
+    expect_intact(result, acc)
+    return result
+
+
 def disk_full(ctx: Context) -> ScenarioResult:
     """The spool is where rows go when PostgreSQL is away; here its disk is full.
 

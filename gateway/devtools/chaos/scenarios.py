@@ -26,6 +26,7 @@ SCENARIOS: dict[str, Scenario] = {
     "replica-kill": outages.replica_kill,
     "replica-kill-db-down": lambda ctx: outages.replica_kill(ctx, during_outage=True),
     "redeploy": deploys.redeploy,
+    "redeploy-db-down": deploys.redeploy_db_down,
     "spool-disk-full": deploys.disk_full,
     "down": deploys.down,
 }

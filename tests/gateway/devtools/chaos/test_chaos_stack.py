@@ -90,6 +90,12 @@ def test_redeploy(chaos: Context) -> None:
     check(run(chaos, "redeploy"))
 
 
+def test_redeploy_during_a_database_outage(chaos: Context) -> None:
+    result = run(chaos, "redeploy-db-down")
+    check(result)
+    assert "unreachable" in result.notes[0]  # `up` said what it skipped
+
+
 def test_spool_disk_full(chaos: Context) -> None:
     check(run(chaos, "spool-disk-full"))
 

@@ -24,7 +24,7 @@ def test_select_keeps_the_run_order_and_refuses_unknown_names() -> None:
 def test_the_brief_s_scenarios_are_all_there() -> None:
     assert set(SCENARIOS) == {"schemathesis", "hostile", "db-cut", "replica-kill",
                               "replica-kill-db-down", "down", "redeploy", "upstream-faults",
-                              "spool-disk-full"}  # fmt: skip
+                              "spool-disk-full", "redeploy-db-down"}  # fmt: skip
 
 
 def test_quick_is_smaller_than_default_everywhere_it_costs_time() -> None:

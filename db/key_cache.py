@@ -1,0 +1,103 @@
+"""The gateway keys' last known set, kept on local disk beside the spool.
+
+Replicas read the active keys from PostgreSQL (`db.keys.load_active_keys`) and keep them
+in memory through an outage. A replica that starts during one (a redeploy, a replaced
+replica) has no set yet, so it could authenticate nobody; it starts from this file, the
+set as the last successful load of any replica on this state dir saw it: no staler than
+the outage. Only hashes of the keys are in it, never a key, and the file is readable by
+this user only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from db.keys import KeyInfo
+
+log = logging.getLogger(__name__)
+
+KEY_CACHE_FILE = "gateway-keys.json"
+_VERSION = 1
+
+
+def encode_keys(keys: dict[str, KeyInfo]) -> bytes:
+    rows = {}
+    for digest, info in sorted(keys.items()):
+        row: dict[str, Any] = {}
+        for f in dataclasses.fields(info):
+            value = getattr(info, f.name)
+            if isinstance(value, uuid.UUID):
+                value = str(value)
+            elif isinstance(value, dt.datetime):
+                value = value.isoformat()
+            elif isinstance(value, tuple):
+                value = list(value)
+            row[f.name] = value
+        rows[digest] = row
+    return json.dumps({"version": _VERSION, "keys": rows}, sort_keys=True).encode()
+
+
+def decode_keys(data: bytes) -> dict[str, KeyInfo]:
+    """Raises ValueError (or a subclass) when `data` is not a key set of this version."""
+    doc = json.loads(data)
+    if not isinstance(doc, dict) or doc.get("version") != _VERSION:
+        raise ValueError("not a key cache of this version")
+    known = {f.name for f in dataclasses.fields(KeyInfo)}
+    out = {}
+    for digest, row in doc["keys"].items():
+        kw = {k: v for k, v in row.items() if k in known}  # a field since dropped: ignored
+        kw["key_id"] = uuid.UUID(kw["key_id"])
+        if kw.get("expires_at") is not None:
+            kw["expires_at"] = dt.datetime.fromisoformat(kw["expires_at"])
+        if kw.get("allowed_models") is not None:
+            kw["allowed_models"] = tuple(kw["allowed_models"])
+        out[str(digest)] = KeyInfo(**kw)
+    return out
+
+
+class KeyCache:
+    """One replica's view of the file: written when the set it loaded changed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._written: str | None = None  # digest of what this process last wrote
+
+    def save(self, keys: dict[str, KeyInfo]) -> None:
+        data = encode_keys(keys)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest == self._written:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.fchmod(fd, 0o600)
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)  # readers see the old set or the new, never half
+        except OSError as err:
+            # a cache: the keys work without it; only a start during an outage needs it
+            log.warning("cannot keep the gateway keys' cache: %s", type(err).__name__)
+            return
+        self._written = digest
+
+    def load(self) -> dict[str, KeyInfo] | None:
+        """The last known set, or None (no file, or one that cannot be read)."""
+        try:
+            return decode_keys(self.path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            log.warning("gateway keys' cache unreadable: %s", type(err).__name__)
+            return None
