@@ -267,6 +267,21 @@ def panels() -> list[dict[str, Any]]:
             "is back; dropped should stay at 0.",
         ),
         _panel(
+            "Writer faults",
+            [
+                ("sum(increase(costgate_record_writer_restarts_total[$__range]))",
+                 "loop restarts"),
+                ("sum(increase(costgate_record_writer_spool_write_errors_total[$__range]))",
+                 "spool write errors"),
+                ("sum(increase(costgate_record_writer_quarantined_lines_total[$__range]))",
+                 "quarantined spool lines"),
+            ],
+            kind="stat",
+            description="A loop that failed and was restarted, a spool disk that refused a "
+            "write (full, read-only), spool lines that were not records (set aside in "
+            "usage-quarantine-* files beside the spool): each should stay at 0.",
+        ),
+        _panel(
             "Requests without a known cost",
             [
                 (
