@@ -4,8 +4,10 @@ Replicas read the active keys from PostgreSQL (`db.keys.load_active_keys`) and k
 in memory through an outage. A replica that starts during one (a redeploy, a replaced
 replica) has no set yet, so it could authenticate nobody; it starts from this file, the
 set as the last successful load of any replica on this state dir saw it: no staler than
-the outage. Only hashes of the keys are in it, never a key, and the file is readable by
-this user only.
+the outage. A running replica that meets a key it does not know while PostgreSQL is away
+takes the file too, when it is newer than its own last load (a key created just before
+the outage, which another replica saw). Only hashes of the keys are in it, never a key,
+and the file is readable by this user only.
 """
 
 from __future__ import annotations
@@ -92,9 +94,12 @@ class KeyCache:
             return
         self._written = digest
 
-    def load(self) -> dict[str, KeyInfo] | None:
-        """The last known set, or None (no file, or one that cannot be read)."""
+    def load(self, newer_than: float | None = None) -> dict[str, KeyInfo] | None:
+        """The last known set, or None (no file, one that cannot be read, or one written
+        no later than `newer_than`, a Unix time: not news to whoever loaded then)."""
         try:
+            if newer_than is not None and self.path.stat().st_mtime <= newer_than:
+                return None
             return decode_keys(self.path.read_bytes())
         except FileNotFoundError:
             return None

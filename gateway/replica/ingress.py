@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
@@ -133,21 +134,25 @@ class Gateway:
         # one would wait for the other's connection past MISS_RELOAD_WAIT_S
         engine = make_engine(database_url, pool_size=2, max_overflow=0)
         cache = KeyCache(Path(state_dir) / KEY_CACHE_FILE)
-        ring = self.service.keys
+        loaded_at: float | None = None  # Unix time of this replica's last load
 
         def load() -> dict[str, Caller]:
+            nonlocal loaded_at
             try:
+                started = time.time()
                 keys = load_active_keys(engine)
             except Exception:
-                # started during an outage: the last set any replica here loaded, so that
-                # a redeploy while PostgreSQL is away does not lock every app out
-                cached = None if ring.loaded else cache.load()
+                # PostgreSQL away: the set another replica here loaded later than we did,
+                # if any (at start: any set), so that neither a redeploy during an outage
+                # nor a key created just before it locks its app out
+                cached = cache.load(newer_than=loaded_at)
                 if cached is None:
                     raise
                 log.warning("gateway keys from the local cache: PostgreSQL unreachable")
                 keys = cached
             else:
                 cache.save(keys)
+            loaded_at = started
             return {digest: Caller.of_key(key) for digest, key in keys.items()}
 
         self.service.keys.start_refresh(load, every_s=REFRESH_S)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import stat
 import uuid
 
@@ -58,3 +59,15 @@ def test_an_unwritable_state_dir_is_only_a_warning(tmp_path, caplog):
     (tmp_path / "state").write_text("a file where the directory should be")
     KeyCache(tmp_path / "state" / "keys.json").save(KEYS)
     assert "cannot keep the gateway keys' cache" in caplog.text
+
+
+def test_a_replica_takes_the_file_only_when_it_is_newer_than_its_own_last_load(tmp_path):
+    path = tmp_path / "keys.json"
+    KeyCache(path).save(KEYS)
+    written = path.stat().st_mtime
+    reader = KeyCache(path)
+    assert reader.load(newer_than=written + 1) is None  # we loaded after it was written
+    assert reader.load(newer_than=written - 1) == KEYS  # another replica saw more since
+    os.utime(path, (written - 10, written - 10))
+    assert reader.load(newer_than=written - 5) is None
+    assert reader.load(newer_than=None) == KEYS  # at start: any set beats none
