@@ -217,7 +217,10 @@ def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
         haproxy = paths.haproxy_dir
         haproxy.mkdir(parents=True, exist_ok=True)
         ports = r.ports()
+        first, last = r.replica_ports()
         env.update(
+            RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT=str(first),
+            RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT=str(last),
             RAY_SERVE_HAPROXY_STATS_PORT=str(ports["haproxy_stats_port"]),
             RAY_SERVE_HAPROXY_METRICS_PORT=str(ports["haproxy_metrics_port"]),
             RAY_SERVE_HAPROXY_CONFIG_FILE_LOC=str(haproxy / "haproxy.cfg"),

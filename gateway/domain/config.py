@@ -143,6 +143,11 @@ class Autoscaling(_Strict):
         return self
 
 
+# each head's replicas listen on a range this wide: a redeploy takes new ports while the
+# old ones wait out Serve's quarantine (150 s), so it must hold several generations
+REPLICA_PORTS = 50
+
+
 class RayOptions(_Strict):
     # 6379 is Redis's on these machines
     head_port: int = Field(default=6380, gt=0, lt=65536)
@@ -158,6 +163,12 @@ class RayOptions(_Strict):
     haproxy_stats_port: int | None = Field(default=None, gt=0, lt=65536)
     haproxy_metrics_port: int | None = Field(default=None, gt=0, lt=65536)
     num_cpus: int | None = Field(default=None, gt=0)
+    # where the replicas listen (HAProxy forwards to them): a range of REPLICA_PORTS from
+    # this port. Ray's default range is machine-wide, and a port one head's replica freed
+    # could be taken by another head's new replica while the first head's HAProxy still
+    # routes there (its keys then refuse ours: seen as 401s during redeploys). Unset, it
+    # follows the head port, so heads on distinct hundreds get distinct ranges.
+    replica_port_min: int | None = Field(default=None, ge=1024, le=65536 - REPLICA_PORTS)
 
     @model_validator(mode="after")
     def _distinct(self) -> RayOptions:
@@ -179,6 +190,14 @@ class RayOptions(_Strict):
             "haproxy_stats_port": self.haproxy_stats_port or self.head_port + 3,
             "haproxy_metrics_port": self.haproxy_metrics_port or self.head_port + 4,
         }
+
+    def replica_ports(self) -> tuple[int, int]:
+        """(first, last) port of the replicas' range. Derived ones stay in 30000-32749:
+        above Ray's worker ports (20000-29999), below Linux's ephemeral ones (32768-)."""
+        first = self.replica_port_min
+        if first is None:
+            first = 30000 + (self.head_port // 100) % 55 * REPLICA_PORTS
+        return first, first + REPLICA_PORTS - 1
 
 
 class GatewayOptions(_Strict):

@@ -134,3 +134,20 @@ def test_a_secret_pasted_where_its_variable_belongs_is_not_echoed(change, path):
     with pytest.raises(ConfigError) as info:
         parse_config(broken(change))
     assert path in str(info.value) and "s3cr3t" not in str(info.value)
+
+
+def test_each_head_gets_its_own_replica_port_range_clear_of_workers_and_ephemeral_ports():
+    from gateway.domain.config import REPLICA_PORTS, RayOptions
+
+    ranges = {}
+    # the default, the chaos stacks' heads and the test sessions' heads
+    for head in [6380, *range(15005, 17906, 100), *range(18010, 18911, 100)]:
+        first, last = RayOptions(head_port=head).replica_ports()
+        assert first >= 30000 and last < 32768 and last - first + 1 == REPLICA_PORTS
+        ranges[head] = first
+    tests = {ranges[h] for h in range(18010, 18911, 100)}
+    chaos = {ranges[h] for h in range(15005, 17906, 100)}
+    assert len(tests) == 10 and len(chaos) == 30 and not tests & chaos
+    assert RayOptions(replica_port_min=41000).replica_ports() == (41000, 41000 + REPLICA_PORTS - 1)
+    with pytest.raises(ValueError):
+        RayOptions(replica_port_min=80)
