@@ -221,6 +221,8 @@ def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
         env.update(
             RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT=str(first),
             RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT=str(last),
+            RAY_SERVE_FALLBACK_PROXY_HTTP_PORT=str(ports["fallback_proxy_port"]),
+            RAY_SERVE_FALLBACK_PROXY_GRPC_PORT=str(ports["fallback_grpc_port"]),
             RAY_SERVE_HAPROXY_STATS_PORT=str(ports["haproxy_stats_port"]),
             RAY_SERVE_HAPROXY_METRICS_PORT=str(ports["haproxy_metrics_port"]),
             RAY_SERVE_HAPROXY_CONFIG_FILE_LOC=str(haproxy / "haproxy.cfg"),

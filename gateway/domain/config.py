@@ -157,11 +157,16 @@ class RayOptions(_Strict):
     dashboard_host: str = "127.0.0.1"
     metrics_export_port: int = Field(default=8266, gt=0, lt=65536)
     # Ray's defaults (10001, 52365, and HAProxy's 8404, 9101) would collide between two
-    # heads on one machine; unset, they follow the head port (+1 .. +4)
+    # heads on one machine; unset, they follow the head port (+1 .. +4, and +7, +8 below)
     client_server_port: int | None = Field(default=None, gt=0, lt=65536)
     dashboard_agent_port: int | None = Field(default=None, gt=0, lt=65536)
     haproxy_stats_port: int | None = Field(default=None, gt=0, lt=65536)
     haproxy_metrics_port: int | None = Field(default=None, gt=0, lt=65536)
+    # the Serve proxy HAProxy falls back to when no replica is up (mid-redeploy): Ray's
+    # 8500/9500 are machine-wide, and another head's proxy there answered our clients
+    # with its own gateway (401s for valid keys). Unset: the head port +7 and +8
+    fallback_proxy_port: int | None = Field(default=None, gt=0, lt=65536)
+    fallback_grpc_port: int | None = Field(default=None, gt=0, lt=65536)
     num_cpus: int | None = Field(default=None, gt=0)
     # where the replicas listen (HAProxy forwards to them): a range of REPLICA_PORTS from
     # this port. Ray's default range is machine-wide, and a port one head's replica freed
@@ -189,6 +194,8 @@ class RayOptions(_Strict):
             "dashboard_agent_port": self.dashboard_agent_port or self.head_port + 2,
             "haproxy_stats_port": self.haproxy_stats_port or self.head_port + 3,
             "haproxy_metrics_port": self.haproxy_metrics_port or self.head_port + 4,
+            "fallback_proxy_port": self.fallback_proxy_port or self.head_port + 7,
+            "fallback_grpc_port": self.fallback_grpc_port or self.head_port + 8,
         }
 
     def replica_ports(self) -> tuple[int, int]:

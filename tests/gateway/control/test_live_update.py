@@ -82,6 +82,24 @@ def test_dashboard_calls_without_the_token_are_refused(routing_gateway) -> None:
         assert "RAY_AUTH_TOKEN" not in env, name
 
 
+def test_haproxy_forwards_only_to_ports_of_this_head(routing_gateway) -> None:
+    """Replicas in this head's own range, and the fallback proxy on this head's port: with
+    Ray's machine-wide defaults another head's proxy answered our clients mid-redeploy."""
+    gw = routing_gateway
+    ray = gw.cfg.gateway.ray
+    first, last = ray.replica_ports()
+    configs = list(ClusterPaths(gw.state_dir).haproxy_dir.glob("*/haproxy.cfg"))
+    assert configs
+    servers = [line.split()[2] for cfg in configs for line in cfg.read_text().splitlines()
+               if line.strip().startswith("server ")]  # fmt: skip
+    fallback = f"127.0.0.1:{ray.ports()['fallback_proxy_port']}"
+    assert fallback in servers
+    replicas = [s for s in servers if s != fallback]
+    assert replicas and all(first <= int(s.rsplit(":", 1)[1]) <= last for s in replicas)
+    listening = {c.laddr.port for c in psutil.net_connections("tcp") if c.status == "LISTEN"}
+    assert ray.ports()["fallback_proxy_port"] in listening
+
+
 def test_show_prints_the_weights_the_replicas_run(routing_gateway) -> None:
     gw = routing_gateway
     set_auto(gw, SEEDS_MIX, "seeds' mix")

@@ -151,3 +151,12 @@ def test_each_head_gets_its_own_replica_port_range_clear_of_workers_and_ephemera
     assert RayOptions(replica_port_min=41000).replica_ports() == (41000, 41000 + REPLICA_PORTS - 1)
     with pytest.raises(ValueError):
         RayOptions(replica_port_min=80)
+
+
+def test_the_fallback_proxy_ports_follow_the_head_port_and_must_not_collide():
+    from gateway.domain.config import RayOptions
+
+    ports = RayOptions(head_port=18010).ports()
+    assert (ports["fallback_proxy_port"], ports["fallback_grpc_port"]) == (18017, 18018)
+    with pytest.raises(ValueError, match="both 18015"):
+        RayOptions(head_port=18010, dashboard_port=18015, fallback_proxy_port=18015)
