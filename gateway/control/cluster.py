@@ -216,6 +216,8 @@ def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
         # 8404, 9101): give them this head's, so that two heads can share a machine
         haproxy = paths.haproxy_dir
         haproxy.mkdir(parents=True, exist_ok=True)
+        # Serve makes HAProxy's admin socket mode 666: only this user may reach it
+        haproxy.chmod(0o700)
         ports = r.ports()
         first, last = r.replica_ports()
         env.update(

@@ -88,7 +88,10 @@ def test_haproxy_forwards_only_to_ports_of_this_head(routing_gateway) -> None:
     gw = routing_gateway
     ray = gw.cfg.gateway.ray
     first, last = ray.replica_ports()
-    configs = list(ClusterPaths(gw.state_dir).haproxy_dir.glob("*/haproxy.cfg"))
+    haproxy_dir = ClusterPaths(gw.state_dir).haproxy_dir
+    # its admin socket is mode 666 (Serve's doing): the folder keeps other users out
+    assert stat.S_IMODE(haproxy_dir.stat().st_mode) == 0o700
+    configs = list(haproxy_dir.glob("*/haproxy.cfg"))
     assert configs
     servers = [line.split()[2] for cfg in configs for line in cfg.read_text().splitlines()
                if line.strip().startswith("server ")]  # fmt: skip
