@@ -90,7 +90,7 @@ def default_models(config: Config | None) -> list[str]:
     """Every alias, plus the concrete models of the configuration (or the usual aliases)."""
     if config is None:
         return list(DEFAULT_ALIASES)
-    return list(config.aliases) + [m.name for m in config.models]
+    return list(config.aliases) + [m.name for m in config.models if m.kind == "chat"]
 
 
 @dataclass(frozen=True)

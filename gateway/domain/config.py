@@ -59,13 +59,17 @@ class PriceTier(_Strict):
 
 
 class Prices(_Strict):
-    """Per 1M tokens, in the currency of whoever publishes them (USD for list prices)."""
+    """Per 1M tokens, in the currency of whoever publishes them (USD for list prices).
+
+    `cache_write` is what a prompt token written to the provider's cache costs (Anthropic
+    bills it above the input rate); `output` may be left out only for an embedding model,
+    which is billed on its input alone."""
 
     effective_from: dt.date = dt.date(2026, 1, 1)
     input: NonNegDecimal
     cached_input: NonNegDecimal | None = None
     cache_write: NonNegDecimal | None = None
-    output: NonNegDecimal
+    output: NonNegDecimal = Decimal(0)
     reasoning: NonNegDecimal | None = None
     tiers: tuple[PriceTier, ...] = ()
 
@@ -107,10 +111,21 @@ class Model(_Strict):
     name: str = Field(min_length=1)
     provider: str
     upstream_model: str = Field(min_length=1)
+    # a chat model serves chat, completions, Responses and Messages; an embedding model
+    # serves embeddings only (gateway.domain.endpoints.KIND_ENDPOINTS)
+    kind: Literal["chat", "embedding"] = "chat"
     list_prices: Prices | None = None
     fallbacks: tuple[str, ...] = ()
     rpm_limit: int | None = Field(default=None, gt=0)
     tpm_limit: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _output_price_for_chat(self) -> Model:
+        # a chat model priced without an output rate would bill its answers at $0
+        p = self.list_prices
+        if self.kind == "chat" and p is not None and "output" not in p.model_fields_set:
+            raise ValueError("list_prices.output is required for a chat model")
+        return self
 
 
 class Alias(_Strict):
@@ -243,6 +258,14 @@ class Config(_Strict):
             for fb in model.fallbacks:
                 if fb not in known:
                     raise ValueError(f"models.{i}.fallbacks: unknown model {fb!r}")
+        kinds = {m.name: m.kind for m in self.models}
+        for i, model in enumerate(self.models):
+            for fb in model.fallbacks:
+                if kinds[fb] != model.kind:
+                    raise ValueError(
+                        f"models.{i}.fallbacks: {fb!r} is a {kinds[fb]} model, "
+                        f"{model.name!r} a {model.kind} model"
+                    )
         for alias_name, alias in self.aliases.items():
             if alias_name in known:
                 raise ValueError(f"aliases.{alias_name}: an alias cannot reuse a model's name")
@@ -256,6 +279,12 @@ class Config(_Strict):
                     raise ValueError(f"aliases.{alias_name}.fallbacks: unknown model {fb!r}")
             if alias.baseline is not None and alias.baseline not in known:
                 raise ValueError(f"aliases.{alias_name}.baseline: unknown model {alias.baseline!r}")
+            members = [*alias.candidates, *alias.fallbacks]
+            if len({kinds[m] for m in members}) > 1:
+                raise ValueError(
+                    f"aliases.{alias_name}: mixes chat and embedding models "
+                    f"({', '.join(f'{m}: {kinds[m]}' for m in members)})"
+                )
         return self
 
     @model_validator(mode="after")

@@ -134,3 +134,19 @@ def test_a_secret_pasted_where_its_variable_belongs_is_not_echoed(change, path):
     with pytest.raises(ConfigError) as info:
         parse_config(broken(change))
     assert path in str(info.value) and "s3cr3t" not in str(info.value)
+
+
+def test_an_alias_cannot_mix_chat_and_embedding_models():
+    def change(d):
+        d["aliases"]["fast"]["candidates"]["text-embedding-3-small"] = 5
+
+    with pytest.raises(ConfigError, match="aliases.fast: mixes chat and embedding models"):
+        parse_config(broken(change))
+
+
+def test_a_fallback_must_be_a_model_of_the_same_kind():
+    def change(d):
+        d["models"][0]["fallbacks"] = ["text-embedding-3-small"]
+
+    with pytest.raises(ConfigError, match="'text-embedding-3-small' is a embedding model"):
+        parse_config(broken(change))
