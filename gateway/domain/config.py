@@ -95,7 +95,8 @@ class Billing(_Strict):
 
 class Provider(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    kind: Literal["openai"] = "openai"
+    # the wire format: OpenAI-compatible, Anthropic's native Messages, Gemini's native API
+    kind: Literal["openai", "anthropic", "gemini"] = "openai"
     base_url: str = Field(pattern=r"^https?://")
     # the *name* of the environment variable that holds the key, never the key itself
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from gateway.domain.config import Provider
 from gateway.providers.adapter import ProviderAdapter
+from gateway.providers.anthropic import AnthropicAdapter
+from gateway.providers.gemini import GeminiAdapter
 from gateway.providers.openai import OpenAIAdapter
 
 ADAPTERS: dict[str, ProviderAdapter] = {
     OpenAIAdapter.kind: OpenAIAdapter(),
+    AnthropicAdapter.kind: AnthropicAdapter(),
+    GeminiAdapter.kind: GeminiAdapter(),
 }
 
 

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway.domain.environment import secret_from_env
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.auth import Caller, bearer_token
+from gateway.replica.messages.route import MessagesRoute
 from gateway.replica.service import GatewayService, json_error
 
 log = logging.getLogger("costgate.http")
@@ -63,6 +64,12 @@ def build_app(
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         return await service.chat(request)
+
+    messages_route = MessagesRoute(service)
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        return await messages_route(request)
 
     @app.get("/v1/models")
     async def models(request: Request) -> JSONResponse:
