@@ -5,6 +5,7 @@ in `gateway.domain.config.Provider`)."""
 from __future__ import annotations
 
 from gateway.domain.config import Provider
+from gateway.domain.endpoints import Endpoint
 from gateway.providers.adapter import ProviderAdapter
 from gateway.providers.anthropic import AnthropicAdapter
 from gateway.providers.gemini import GeminiAdapter
@@ -26,3 +27,11 @@ def adapter_for(provider: Provider) -> ProviderAdapter:
             f"provider {provider.name!r}: no adapter for kind {provider.kind!r} "
             f"(known: {', '.join(sorted(ADAPTERS))})"
         ) from None
+
+
+def endpoints_of(adapter: ProviderAdapter) -> frozenset[Endpoint]:
+    """The ingress APIs an adapter serves: chat completions always, plus what it declares."""
+    declared = getattr(adapter, "endpoints", None)
+    if isinstance(declared, frozenset):
+        return declared | {Endpoint.CHAT_COMPLETIONS}
+    return frozenset({Endpoint.CHAT_COMPLETIONS})

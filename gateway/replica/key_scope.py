@@ -58,7 +58,7 @@ def check_request(scope: KeyScope, req: ChatRequest, headers: Mapping[str, str])
         )
     cap = scope.max_output_tokens
     if cap is not None:
-        for name in ("max_completion_tokens", "max_tokens"):
+        for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
             value = req.body.get(name)
             if _int(value) and value > cap:
                 raise bad_request(

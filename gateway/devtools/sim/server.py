@@ -4,6 +4,7 @@ Starlette on uvicorn (uvloop + httptools), because the gateway's overhead is mea
 the difference against this server: it must add as little as it can. Routes:
 
   POST /v1/chat/completions, POST /{provider}/v1/chat/completions
+  POST [/{provider}]/v1/completions, /v1/embeddings, /v1/responses   (openai_apis/routes.py)
   POST [/{provider}]/v1/messages                       Anthropic's Messages (native/routes.py)
   POST [/{provider}]/v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse
   GET  /v1/models, GET /{provider}/v1/models
@@ -33,6 +34,7 @@ from gateway.devtools.sim import bodies, control
 from gateway.devtools.sim.behaviour import ReplyPlan, plan_reply
 from gateway.devtools.sim.faults import ActiveFault
 from gateway.devtools.sim.native.routes import NativeRoutes
+from gateway.devtools.sim.openai_apis.routes import OpenAIRoutes
 from gateway.devtools.sim.request import ChatRequest, InvalidRequest, parse_chat_request
 from gateway.devtools.sim.responses import (
     JSON,
@@ -209,6 +211,8 @@ def build_app(settings: SimSettings, served_models: tuple[str, ...] = ()) -> Sta
         Route("/{provider}/v1/models", list_models, methods=["GET"]),
         # Anthropic's Messages and Gemini's generateContent, on the same plans and faults
         *NativeRoutes(_stream, _early_fault).routes(),
+        # legacy completions, embeddings and Responses, on the same plans and faults
+        *OpenAIRoutes(_stream, _early_fault).routes(),
         Route("/_sim/faults", control.faults, methods=["GET", "PUT", "DELETE"]),
         Route("/_sim/behaviour", control.behaviour, methods=["GET", "PUT", "DELETE"]),
         Route("/_sim/stats", control.stats, methods=["GET"]),
