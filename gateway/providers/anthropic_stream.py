@@ -163,8 +163,9 @@ class AnthropicChatStream:
             return []
         if kind == "content_block_delta":
             return self._delta(event)
-        if kind == "message_delta" and self._t.stop_reason:
-            return [self._chunk({}, STOP_TO_FINISH.get(self._t.stop_reason, "stop"))]
+        if kind == "message_delta" and obj(event.get("delta")).get("stop_reason"):
+            # one finish chunk: a later message_delta may carry usage only
+            return [self._chunk({}, STOP_TO_FINISH.get(str(self._t.stop_reason), "stop"))]
         if kind == "message_stop":
             usage = self._t.usage
             if usage is None:

@@ -121,9 +121,11 @@ class NativeRoutes:
         chat = native.chat
         if state.served and chat.model not in state.served:
             return _error(err, 404, f"model: {chat.model}")
+        # Anthropic's x-api-key, or the Bearer key its newer SDKs send
         key = request.headers.get("x-api-key")
         state.stats.record_request(chat.model, body, request.path_params.get("provider"),
-                                   list(request.headers.keys()), f"Bearer {key}" if key else None)
+                                   list(request.headers.keys()),
+                                   f"Bearer {key}" if key else request.headers.get("authorization"))
         early, fault = await self._fault(request, state, chat.model, err)
         if early is not None:
             return early
