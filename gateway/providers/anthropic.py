@@ -23,6 +23,11 @@ from gateway.providers.anthropic_replies import (
 from gateway.providers.anthropic_requests import chat_to_messages
 from gateway.providers.anthropic_stream import AnthropicChatStream, AnthropicEventStream
 from gateway.providers.openai import completion_text
+from gateway.providers.responses_chat.over_chat import (
+    parse_response,
+    responses_request,
+    responses_stream,
+)
 from gateway.providers.translation import JSON_SEPARATORS
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -41,23 +46,31 @@ def _message(content: bytes) -> dict[str, Any]:
 
 class AnthropicAdapter:
     kind = "anthropic"
-    # natively: Messages; chat completions are translated (other APIs go through chat)
-    endpoints = frozenset({Endpoint.CHAT_COMPLETIONS, Endpoint.MESSAGES})
+    # natively: Messages; chat completions and Responses are translated
+    endpoints = frozenset({Endpoint.CHAT_COMPLETIONS, Endpoint.MESSAGES, Endpoint.RESPONSES})
 
     def endpoint_request(
         self, provider: Provider, endpoint: Endpoint, body: dict[str, Any], api_key: str | None
     ) -> WireRequest:
         if endpoint is Endpoint.MESSAGES:
             return self.messages_request(provider, body, api_key)
+        if endpoint is Endpoint.RESPONSES:
+            return responses_request(self, provider, body, api_key)
         return self.chat_request(provider, body, api_key)
 
     def parse_endpoint(self, endpoint: Endpoint, content: bytes) -> ChatReply:
-        return self.parse_messages(content) if endpoint is Endpoint.MESSAGES \
-            else self.parse_chat(content)
+        if endpoint is Endpoint.MESSAGES:
+            return self.parse_messages(content)
+        if endpoint is Endpoint.RESPONSES:
+            return parse_response(self, content)
+        return self.parse_chat(content)
 
     def endpoint_stream_parser(self, endpoint: Endpoint) -> StreamParser:
-        return self.messages_stream_parser() if endpoint is Endpoint.MESSAGES \
-            else self.stream_parser()
+        if endpoint is Endpoint.MESSAGES:
+            return self.messages_stream_parser()
+        if endpoint is Endpoint.RESPONSES:
+            return responses_stream(self)
+        return self.stream_parser()
 
     def messages_request(
         self,

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from gateway.domain.config import Provider
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.pricing import TokenUsage
 from gateway.providers.adapter import ChatReply, MalformedReply, StreamParser, WireRequest
 from gateway.providers.anthropic_replies import openai_usage
@@ -23,6 +24,11 @@ from gateway.providers.gemini_translate import (
     usage_from_gemini,
 )
 from gateway.providers.openai import completion_text
+from gateway.providers.responses_chat.over_chat import (
+    parse_response,
+    responses_request,
+    responses_stream,
+)
 from gateway.providers.translation import JSON_SEPARATORS
 
 
@@ -118,6 +124,25 @@ class GeminiChatStream:
 
 class GeminiAdapter:
     kind = "gemini"
+    # Responses go through chat, translated (Messages too, in its own route)
+    endpoints = frozenset({Endpoint.CHAT_COMPLETIONS, Endpoint.RESPONSES})
+
+    def endpoint_request(
+        self, provider: Provider, endpoint: Endpoint, body: dict[str, Any], api_key: str | None
+    ) -> WireRequest:
+        if endpoint is Endpoint.RESPONSES:
+            return responses_request(self, provider, body, api_key)
+        return self.chat_request(provider, body, api_key)
+
+    def parse_endpoint(self, endpoint: Endpoint, content: bytes) -> ChatReply:
+        if endpoint is Endpoint.RESPONSES:
+            return parse_response(self, content)
+        return self.parse_chat(content)
+
+    def endpoint_stream_parser(self, endpoint: Endpoint) -> StreamParser:
+        if endpoint is Endpoint.RESPONSES:
+            return responses_stream(self)
+        return self.stream_parser()
 
     def chat_request(
         self, provider: Provider, body: dict[str, Any], api_key: str | None

@@ -29,9 +29,15 @@ def adapter_for(provider: Provider) -> ProviderAdapter:
         ) from None
 
 
+# every adapter serves these: chat natively or translated, and Anthropic's Messages
+# through chat where the adapter does not speak it (gateway.replica.messages)
+_ALWAYS = frozenset({Endpoint.CHAT_COMPLETIONS, Endpoint.MESSAGES})
+
+
 def endpoints_of(adapter: ProviderAdapter) -> frozenset[Endpoint]:
-    """The ingress APIs an adapter serves: chat completions always, plus what it declares."""
+    """The ingress APIs an adapter serves: chat completions and Messages always, plus what
+    it declares."""
     declared = getattr(adapter, "endpoints", None)
     if isinstance(declared, frozenset):
-        return declared | {Endpoint.CHAT_COMPLETIONS}
-    return frozenset({Endpoint.CHAT_COMPLETIONS})
+        return declared | _ALWAYS
+    return _ALWAYS

@@ -39,6 +39,7 @@ from gateway.providers.messages_stream import ChatToMessagesStream
 from gateway.providers.registry import adapter_for
 from gateway.providers.sse import SSEDecoder
 from gateway.replica.chat_request import parse_json_body
+from gateway.replica.endpoints.spec import serving_plan
 from gateway.replica.exchange import Exchange, utcnow
 from gateway.replica.key_scope import check_request
 from gateway.replica.messages.errors import error_response
@@ -102,7 +103,9 @@ class MessagesRoute:
         req = validate_messages_request(parse_json_body(await read_body(request, limit), limit))
         ex.request, ex.requested, ex.stream = req, req.model, req.stream
         check_request(ex.caller.scope, req, request.headers)
-        ex.plan = svc._plan(req.model, request.headers)
+        # an embedding model (or one whose adapter serves no Messages) is the client's 400
+        ex.plan = serving_plan(svc._plan(req.model, request.headers), Endpoint.MESSAGES,
+                               svc.cfg, req.model)
         passed = {h: request.headers[h] for h in _PASSED_HEADERS if request.headers.get(h)}
         if req.stream:
             return await self._stream(ex, passed)

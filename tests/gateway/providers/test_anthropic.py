@@ -80,3 +80,13 @@ def test_anthropic_errors_keep_their_type():
         "message": "model: x", "type": "not_found_error", "param": None, "code": None}}
     assert ADAPTER.error_body(b"<html>") is None
     assert ADAPTER.error_body(b'{"error": "flat"}') is None
+
+
+def test_responses_go_through_chat_to_messages_and_back():
+    wire = ADAPTER.endpoint_request(PROVIDER, Endpoint.RESPONSES,
+                                    {"model": "claude", "input": "Hi"}, None)
+    assert wire.url.endswith("/messages")
+    assert json.loads(wire.content)["messages"][0]["content"][0]["text"] == "Hi"
+    reply = ADAPTER.parse_endpoint(Endpoint.RESPONSES, json.dumps(MESSAGE).encode())
+    assert reply.body["object"] == "response"
+    assert reply.body["usage"]["input_tokens_details"]["cached_tokens"] == 4

@@ -150,3 +150,28 @@ def test_google_errors_are_read():
         "message": "bad field", "type": "invalid_request_error", "param": None,
         "code": "INVALID_ARGUMENT"}}
     assert ADAPTER.error_body(b"nope") is None
+
+
+def test_responses_go_through_chat_to_generate_content_and_back():
+    from gateway.domain.endpoints import Endpoint
+
+    assert Endpoint.RESPONSES in ADAPTER.endpoints
+    wire = ADAPTER.endpoint_request(PROVIDER, Endpoint.RESPONSES, {
+        "model": "gemini-2.5-flash", "input": "Hi", "instructions": "Brief.",
+        "max_output_tokens": 20, "stream": True}, "g-key")
+    assert wire.url.endswith("/models/gemini-2.5-flash:streamGenerateContent?alt=sse")
+    sent = json.loads(wire.content)
+    assert sent["systemInstruction"] == {"parts": [{"text": "Brief."}]}
+    assert sent["generationConfig"]["maxOutputTokens"] == 20
+    answer = {"responseId": "r9", "modelVersion": "gemini-2.5-flash", "usageMetadata": META,
+              "candidates": [{"index": 0, "finishReason": "STOP",
+                              "content": {"role": "model", "parts": [{"text": "Hello"}]}}]}
+    reply = ADAPTER.parse_endpoint(Endpoint.RESPONSES, json.dumps(answer).encode())
+    assert reply.body["object"] == "response" and reply.body["status"] == "completed"
+    assert reply.body["output"][0]["content"][0]["text"] == "Hello"
+    assert reply.body["usage"]["output_tokens_details"]["reasoning_tokens"] == 70
+    parser = ADAPTER.endpoint_stream_parser(Endpoint.RESPONSES)
+    events = parser.feed(piece([{"text": "Hi"}], "STOP", META))
+    assert events[0]["type"] == "response.created"
+    assert events[-1]["type"] == "response.completed" and parser.done
+    assert events[-1]["response"]["usage"]["input_tokens"] == 1200
