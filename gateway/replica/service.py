@@ -233,7 +233,7 @@ class GatewayService:
             completion=reply.text,
             model=ex.model.upstream_model if ex.model else None,
         )
-        self._finish(ex, RequestStatus.OK, 200, None, accounted)
+        self._finish(ex, *spec.settle(RequestStatus.OK, 200, None, body.get("status")), accounted)
         return JSONResponse(body, headers=self._headers(ex))
 
     # -- streaming ------------------------------------------------------------------------
@@ -262,7 +262,8 @@ class GatewayService:
             accounted = account(
                 parser.usage, messages=messages, completion=parser.text(), model=upstream_model
             )
-            self._finish(ex, status, http_status, error_class, accounted)
+            outcome = spec.settle(status, http_status, error_class, getattr(parser, "status", None))
+            self._finish(ex, *outcome, accounted)
 
         provider = self.cfg.provider(ex.model.provider)
         stream = relay(

@@ -18,6 +18,7 @@ from typing import Any
 from gateway.domain.config import Config, Model
 from gateway.domain.endpoints import KIND_ENDPOINTS, Endpoint
 from gateway.domain.openai_errors import bad_request
+from gateway.domain.usage_record import RequestStatus
 from gateway.providers.adapter import (
     ChatReply,
     EndpointAdapter,
@@ -64,6 +65,18 @@ class EndpointSpec:
             return native.endpoint_request(provider, endpoint, body, key)
 
         return build, lambda content: native.parse_endpoint(endpoint, content)
+
+    def settle(
+        self, status: RequestStatus, http_status: int, error_class: str | None, answer: Any
+    ) -> tuple[RequestStatus, int, str | None]:
+        """The record's outcome. A Responses answer the upstream marked `failed` (its body's
+        or its stream's last event's status) is the upstream's error, though it is billed
+        and relayed as it came; `incomplete` (a token cap) is an answer."""
+        if self.endpoint is Endpoint.RESPONSES and status is RequestStatus.OK and (
+            answer == "failed"
+        ):
+            return RequestStatus.UPSTREAM_ERROR, http_status, "response_failed"
+        return status, http_status, error_class
 
     def stream_parser(self, adapter: ProviderAdapter) -> StreamParser:
         if self.endpoint is not Endpoint.CHAT_COMPLETIONS and isinstance(adapter, EndpointAdapter):

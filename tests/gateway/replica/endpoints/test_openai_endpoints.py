@@ -149,3 +149,19 @@ def test_models_say_which_endpoints_each_serves(gw, sim):
     assert {"chat.completions", "completions", "responses"} <= set(
         data["gpt-4.1"]["costgate_endpoints"])
     assert "embeddings" not in data["budget"]["costgate_endpoints"]
+
+
+@pytest.mark.parametrize("route", ["/v1/embeddings", "/v1/completions", "/v1/responses"])
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"null", b"[]", b"42", b'"text"', b"{nope", b'{"model": NaN}',
+     b'{"model": 5}', b'{"model": "gpt-4.1\\u0000"}', b"[" * 100 + b"]" * 100,
+     b'{"model": "gpt-4.1", "input": {"a": 1}, "prompt": {"a": 1}}',
+     b'{"model": "gpt-4.1", "input": [[1, 2], "x"], "prompt": [true]}',
+     b'{"model": "nope", "input": "x", "prompt": "x"}'],
+)
+def test_hostile_bodies_get_a_4xx_never_a_5xx(gw, sim, route, content):
+    r = httpx.post(gw.base_url + route, headers=gw.headers | {"content-type": "application/json"},
+                   content=content)
+    assert 400 <= r.status_code < 500, r.text
+    assert "error" in r.json()
