@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     parser.add_argument("--endpoints", default="chat.completions",
                         help="comma-separated APIs to bench side by side: chat.completions, "
-                        "responses, completions, embeddings (default chat.completions); "
+                        "responses, completions, embeddings, messages (default chat.completions); "
                         "targets other than chat are named direct:<api> and gateway:<api>")
     parser.add_argument("--stream", action="store_true", help="stream, and measure TTFT")
     parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens per request")

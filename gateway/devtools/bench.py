@@ -28,12 +28,14 @@ from gateway.domain.config import Config
 # (Responses deltas are "delta", legacy completions "text")
 _FIRST_CONTENT = re.compile(rb'"(?:content|arguments|delta|text)":\s*"[^"]')
 # how a complete stream ends: [DONE], or a Responses stream's terminal event
-_ENDS = (b"data: [DONE]", b"event: response.completed", b"event: response.incomplete")
+_ENDS = (b"data: [DONE]", b"event: response.completed", b"event: response.incomplete",
+         b"event: message_stop")
 ENDPOINT_PATHS = {
     "chat.completions": "/chat/completions",
     "responses": "/responses",
     "completions": "/completions",
     "embeddings": "/embeddings",
+    "messages": "/messages",  # Anthropic's Messages API
 }
 DEFAULT_PROMPT = (
     "You are a helpful assistant. Summarise in two sentences why a gateway in front of "
@@ -140,9 +142,12 @@ def request_body(model: str, load: Load, endpoint: str = "chat.completions") -> 
         body["messages"] = [{"role": "user", "content": load.prompt}]
     if load.max_tokens:
         body["max_output_tokens" if endpoint == "responses" else "max_tokens"] = load.max_tokens
+    elif endpoint == "messages":
+        body["max_tokens"] = 1024  # Anthropic's API requires it
     if load.stream:
         body["stream"] = True
-        if endpoint != "responses":  # a Responses stream always ends with its usage
+        # Responses and Messages streams always carry their usage
+        if endpoint not in ("responses", "messages"):
             body["stream_options"] = {"include_usage": True}
     return json.dumps(body).encode()
 

@@ -30,3 +30,16 @@ def test_the_first_token_of_a_responses_or_legacy_stream_is_seen():
     assert has_first_token(b'data: {"type":"response.output_text.delta","delta":"He"}')
     assert has_first_token(b'data: {"choices":[{"text":"He"}]}')
     assert not has_first_token(b'data: {"choices":[{"text":""}]}')
+
+
+def test_a_messages_body_always_has_max_tokens_and_no_stream_options():
+    streamed = json.loads(request_body("m", Load(prompt="Hi", max_tokens=8, stream=True),
+                                       "messages"))
+    assert streamed == {"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+                        "max_tokens": 8, "stream": True}
+    uncapped = json.loads(request_body("m", Load(prompt="Hi", max_tokens=0), "messages"))
+    assert uncapped["max_tokens"] > 0
+    assert has_first_token(b'data: {"type":"content_block_delta","index":0,'
+                           b'"delta":{"type":"text_delta","text":"He"}}')
+    assert not has_first_token(b'data: {"type":"content_block_start","index":0,'
+                               b'"content_block":{"type":"text","text":""}}')
