@@ -163,3 +163,45 @@ def test_a_chat_completion_on_native_anthropic_streams_a_tool_call_to_the_openai
     assert row["cached_prompt_tokens"] == usage.prompt_tokens_details.cached_tokens
     assert_priced_by_class(gateway, row)
     assert sim.recent_requests()[-1]["model"] == "claude-sonnet-4-5"
+
+
+def test_a_response_routed_to_native_gemini_through_serve(gateway, sim):
+    client = openai.OpenAI(base_url=gateway.base_url + "/v1", api_key=gateway.api_key,
+                           max_retries=0, timeout=60)
+    raw = client.responses.with_raw_response.create(
+        model="gemini-2.5-flash", input="Summarise the quarter.", instructions="Be brief.",
+        max_output_tokens=40)
+    reply = raw.parse()
+    assert reply.status in ("completed", "incomplete") and reply.output_text
+    assert reply.model == "gemini-2.5-flash"
+    row = ledger_row(gateway, raw.headers["x-costgate-request-id"])
+    assert row["endpoint"] == "responses" and row["provider"] == "google"
+    assert row["prompt_tokens"] == reply.usage.input_tokens
+    assert row["cached_prompt_tokens"] == reply.usage.input_tokens_details.cached_tokens
+    assert row["completion_tokens"] == reply.usage.output_tokens
+    assert row["reasoning_tokens"] == reply.usage.output_tokens_details.reasoning_tokens
+    assert_priced_by_class(gateway, row)
+    # natively: the sim saw Gemini's generateContent, with no OpenAI field in it
+    assert sim.recent_requests()[-1]["model"] == "gemini-2.5-flash"
+
+
+def test_a_streamed_response_with_a_tool_call_routed_to_native_gemini(gateway, sim):
+    client = openai.OpenAI(base_url=gateway.base_url + "/v1", api_key=gateway.api_key,
+                           max_retries=0, timeout=60)
+    with client.responses.with_streaming_response.create(
+        model="gemini-2.5-flash", input="Weather in Oslo?", stream=True,
+        tools=[{"type": "function", "name": "get_weather",
+                "parameters": TOOLS[0]["input_schema"]}], tool_choice="required",
+    ) as raw:
+        request_id = raw.headers["x-costgate-request-id"]
+        events = list(raw.parse())
+    kinds = [e.type for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    final = events[-1].response
+    [call] = [item for item in final.output if item.type == "function_call"]
+    assert call.name == "get_weather" and "city" in json.loads(call.arguments)
+    row = ledger_row(gateway, request_id)
+    assert row["endpoint"] == "responses" and row["stream"] and row["provider"] == "google"
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (
+        final.usage.input_tokens, final.usage.output_tokens)
+    assert_priced_by_class(gateway, row)
