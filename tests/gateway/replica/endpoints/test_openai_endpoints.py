@@ -64,8 +64,11 @@ def test_a_streamed_legacy_completion_hides_usage_unless_asked_and_records_it(gw
 
 
 def test_a_response_on_an_alias_answers_with_the_alias_and_records_its_usage(gw, sim):
-    raw = sdk(gw).responses.with_raw_response.create(model="budget", input="Hello there")
+    raw = sdk(gw).responses.with_raw_response.create(
+        model="budget", input="Hello there", extra_body={"vendor_extra": "kept"})
     reply = raw.parse()
+    (seen,) = sim.recent_requests()
+    assert seen["params"]["vendor_extra"] == "kept"  # unknown fields pass through
     assert reply.model == "budget" and reply.output_text
     (record,) = gw.wait_records(1)
     assert record.endpoint is Endpoint.RESPONSES and record.alias == "budget"
