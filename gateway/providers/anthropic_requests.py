@@ -12,7 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.providers.translation import Untranslatable, dumps, parse_arguments, unknown_fields
+from gateway.providers.translation import (
+    Untranslatable,
+    dumps,
+    guarded,
+    parse_arguments,
+    unknown_fields,
+)
 
 # Anthropic requires max_tokens; OpenAI's default is "until the model stops". 4096 is
 # what the OpenAI-compatible endpoint of Anthropic itself assumes.
@@ -143,6 +149,7 @@ def _tool_choice_to_anthropic(choice: Any, parallel: Any) -> dict[str, Any] | No
     return out
 
 
+@guarded(TO_ANTHROPIC)
 def chat_to_messages(body: dict[str, Any], upstream_model: str) -> dict[str, Any]:
     """An OpenAI chat body as Anthropic's Messages body, or `Untranslatable`."""
     unknown = [k for k in unknown_fields(body, _CHAT_MAPPED | _CHAT_IGNORED)]
@@ -322,6 +329,7 @@ def system_text(system: Any) -> str:
     return "\n\n".join(texts)
 
 
+@guarded(TO_CHAT)
 def messages_to_chat(body: dict[str, Any]) -> dict[str, Any]:
     """An Anthropic Messages body (validated) as an OpenAI chat body, or `Untranslatable`."""
     unknown = unknown_fields(body, _MESSAGES_MAPPED)

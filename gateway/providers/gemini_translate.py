@@ -15,7 +15,14 @@ from typing import Any
 
 from gateway.domain.pricing import TokenUsage
 from gateway.providers.anthropic_requests import DEFAULT_MAX_TOKENS
-from gateway.providers.translation import Untranslatable, count, dumps, obj, parse_arguments
+from gateway.providers.translation import (
+    Untranslatable,
+    count,
+    dumps,
+    guarded,
+    obj,
+    parse_arguments,
+)
 
 ROUTE = "chat completions to a native Gemini upstream"
 _MAPPED = frozenset({
@@ -118,6 +125,7 @@ def _generation_config(body: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+@guarded(ROUTE)
 def chat_to_gemini(body: dict[str, Any]) -> dict[str, Any]:
     """An OpenAI chat body as Gemini's generateContent body (the model goes in the URL)."""
     unknown = sorted(k for k in body if k not in _MAPPED | _IGNORED)

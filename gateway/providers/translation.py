@@ -7,10 +7,15 @@ and the route, so it can change the request or pick a model whose upstream speak
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
-from gateway.domain.openai_errors import OpenAIError
+from gateway.domain.openai_errors import OpenAIError, bad_request
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 JSON_SEPARATORS = (",", ":")
 
@@ -58,3 +63,25 @@ def unknown_fields(body: dict[str, Any], known: frozenset[str]) -> list[str]:
 def obj(value: Any) -> dict[str, Any]:
     """A JSON object, or an empty one for anything else (a reader never trusts a shape)."""
     return value if isinstance(value, dict) else {}
+
+
+def guarded(route: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A translation of a client's body: a field of a shape it did not expect (validation
+    checks only the fields the gateway acts on) is the client's 400, never a 500."""
+
+    def wrap(translate: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(translate)
+        def guarded_translate(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return translate(*args, **kwargs)
+            except OpenAIError:
+                raise
+            except (AttributeError, TypeError, KeyError, IndexError, ValueError):
+                raise bad_request(
+                    f"The request has a field of an unexpected shape ({route}); check it "
+                    "against the API's reference.", code="invalid_request"
+                ) from None
+
+        return guarded_translate
+
+    return wrap

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.providers.translation import Untranslatable, obj
+from gateway.providers.translation import Untranslatable, guarded, obj
 
 ROUTE = "Responses to an upstream without a Responses API"
 _MAPPED = frozenset({"model", "input", "instructions", "max_output_tokens", "temperature",
@@ -106,6 +106,7 @@ def _response_format(text: Any) -> dict[str, Any] | None:
     raise Untranslatable(f"text.format of type {kind!r}", ROUTE, "text.format")
 
 
+@guarded(ROUTE)
 def responses_to_chat(body: dict[str, Any]) -> dict[str, Any]:
     """A (validated) Responses body as a chat body for the same model."""
     unknown = sorted(k for k in body if k not in _MAPPED | _IGNORED)
