@@ -223,3 +223,34 @@ async def test_a_stream_cut_short_ends_with_an_error_event_and_an_upstream_error
     [record] = h.records
     assert record.status is RequestStatus.UPSTREAM_ERROR
     assert record.prompt_tokens == 1110  # message_start's input usage still counts
+
+
+async def test_to_a_gemini_upstream_it_goes_through_chat_to_generate_content(harness_for):
+    answer = {"responseId": "r1", "modelVersion": "gemini-2.5-flash", "candidates": [{
+        "index": 0, "finishReason": "STOP", "content": {"role": "model", "parts": [
+            {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}}}]}}],
+        "usageMetadata": {"promptTokenCount": 40, "candidatesTokenCount": 6,
+                          "thoughtsTokenCount": 4}}
+    h = harness_for(lambda _: httpx.Response(200, json=answer))
+    tools = [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    resp = await post(h, {**BODY, "model": "gemini-2.5-flash", "tools": tools}, **PINNED)
+    assert resp.status_code == 200, resp.text
+    message = resp.json()
+    assert message["stop_reason"] == "tool_use"
+    assert message["content"][0]["type"] == "tool_use"
+    assert message["content"][0]["input"] == {"city": "Oslo"}
+    assert message["usage"]["output_tokens"] == 10
+    assert h.seen[0].url.path.endswith("/models/gemini-2.5-flash:generateContent")
+    sent = json.loads(h.seen[0].content)
+    assert sent["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    [record] = h.records
+    assert (record.prompt_tokens, record.completion_tokens, record.reasoning_tokens) == \
+        (40, 10, 4)
+
+
+async def test_an_embedding_model_does_not_serve_messages(harness_for):
+    h = harness_for(lambda _: httpx.Response(200, json=MESSAGE))
+    resp = await post(h, {**BODY, "model": "text-embedding-3-small"})
+    assert resp.status_code == 400
+    assert "/v1/messages" in resp.json()["error"]["message"]
+    assert not h.seen
