@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.domain.config import Model
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.openai_errors import OpenAIError
+from gateway.domain.pricing import TokenUsage
 from gateway.domain.usage_record import RequestStatus
 from gateway.providers.adapter import MalformedReply, StreamParser
 from gateway.providers.anthropic import AnthropicAdapter
@@ -91,7 +92,9 @@ class MessagesRoute:
             if not streaming:
                 svc.hooks.inflight(-1)
 
-    def _estimate(self, ex: Exchange, text: str, reported: Any = None) -> Accounted:
+    def _estimate(self, ex: Exchange, text: str, reported: TokenUsage | None = None
+                  ) -> Accounted:
+        """The reported usage, else an estimate from the Messages body and the text seen."""
         body = ex.request.body if ex.request else None
         return account(reported, messages=estimate_messages(body) if body else None,
                        completion=text,
