@@ -168,3 +168,26 @@ def test_hostile_bodies_get_a_4xx_never_a_5xx(gw, sim, route, content):
                    content=content)
     assert 400 <= r.status_code < 500, r.text
     assert "error" in r.json()
+
+
+def test_embeddings_without_reported_usage_are_estimated_from_the_input(gw, sim):
+    sim.set_fault("text-embedding-3-small", "no_usage")
+    sdk(gw).embeddings.create(model="text-embedding-3-small", input="count these words")
+    (record,) = gw.wait_records(1)
+    assert record.usage_source is UsageSource.ESTIMATED
+    assert record.prompt_tokens > 0 and record.completion_tokens == 0
+    assert record.list_cost_usd is not None and record.list_cost_usd > 0
+
+
+def test_a_streamed_response_the_client_abandons_leaves_one_cancelled_row(gw, sim):
+    sim.set_behaviour("gpt-4.1", ttft_ms=5, per_token_ms=40, completion_tokens=[200, 200])
+    body = {"model": "gpt-4.1", "input": "Tell me a long story.", "stream": True}
+    with httpx.stream("POST", gw.base_url + "/v1/responses", headers=gw.headers, json=body,
+                      timeout=30) as r:
+        for line in r.iter_lines():
+            if "response.output_text.delta" in line:
+                break  # the client walks away mid-answer
+    (record,) = gw.wait_records(1)
+    assert record.status is RequestStatus.CANCELLED and record.endpoint is Endpoint.RESPONSES
+    assert record.usage_source is UsageSource.ESTIMATED and record.prompt_tokens > 0
+    assert gw.wait_records(2, timeout=1) == [record]  # exactly one row
