@@ -24,6 +24,17 @@ _USAGE_FIELDS = (
 )
 
 
+class UpstreamStreamError(MalformedReply):
+    """Anthropic's `error` event mid-stream (overloaded, api_error): the upstream ended the
+    answer itself. A Messages client can be handed the event as it came."""
+
+    def __init__(self, event: dict[str, Any]) -> None:
+        self.kind = str(obj(event.get("error")).get("type") or "api_error")
+        super().__init__(f"an error event mid-stream ({self.kind})")
+        self.event = {"type": "error", "error": {
+            "type": self.kind, "message": str(obj(event.get("error")).get("message") or "")}}
+
+
 def _event(payload: bytes) -> dict[str, Any]:
     try:
         event = json.loads(payload)
@@ -32,8 +43,7 @@ def _event(payload: bytes) -> dict[str, Any]:
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise MalformedReply("an upstream stream event without a type")
     if event["type"] == "error":
-        error = obj(event.get("error"))
-        raise MalformedReply(f"an error event mid-stream ({error.get('type', 'unknown')})")
+        raise UpstreamStreamError(event)
     return event
 
 

@@ -20,6 +20,7 @@ import httpx
 from gateway.domain.config import Provider
 from gateway.domain.usage_record import RequestStatus
 from gateway.providers.adapter import MalformedReply, StreamParser
+from gateway.providers.anthropic_stream import UpstreamStreamError
 from gateway.providers.client import failure_from_exception
 from gateway.providers.sse import SSEDecoder
 from gateway.replica.exchange import Exchange
@@ -114,6 +115,11 @@ async def relay_messages(
             yield encode(stream_error_event(
                 f"the upstream stream ran past its {provider.timeouts.stream_total:g} s deadline",
                 "timeout_error"))
+    except UpstreamStreamError as err:
+        # Anthropic's own error event: the client gets it as Anthropic sent it
+        status, http_status = RequestStatus.UPSTREAM_ERROR, 502
+        error_class = FailureReason.UPSTREAM_5XX.value
+        yield encode(err.event)
     except MalformedReply:
         status, http_status = RequestStatus.UPSTREAM_ERROR, 502
         error_class = FailureReason.MALFORMED.value

@@ -254,3 +254,18 @@ async def test_an_embedding_model_does_not_serve_messages(harness_for):
     assert resp.status_code == 400
     assert "/v1/messages" in resp.json()["error"]["message"]
     assert not h.seen
+
+
+async def test_an_anthropic_error_event_mid_stream_reaches_the_client_as_sent(harness_for):
+    events = named({"type": "message_start", "message": {**MESSAGE, "content": []}},
+                   {"type": "error", "error": {"type": "overloaded_error",
+                                               "message": "Overloaded"}})
+    h = harness_for(lambda _: httpx.Response(
+        200, stream=Chunks(events), headers={"content-type": "text/event-stream"}))
+    resp = await post(h, {**BODY, "stream": True}, **PINNED)
+    got = parse_sse(resp.text)
+    assert got[-1] == {"type": "error", "error": {"type": "overloaded_error",
+                                                  "message": "Overloaded"}}
+    [record] = h.records
+    assert record.status is RequestStatus.UPSTREAM_ERROR
+    assert record.error_class == "upstream_5xx" and record.prompt_tokens == 1110
