@@ -191,3 +191,20 @@ def test_a_streamed_response_the_client_abandons_leaves_one_cancelled_row(gw, si
     assert record.status is RequestStatus.CANCELLED and record.endpoint is Endpoint.RESPONSES
     assert record.usage_source is UsageSource.ESTIMATED and record.prompt_tokens > 0
     assert gw.wait_records(2, timeout=1) == [record]  # exactly one row
+
+
+def test_live_weights_route_responses_calls(gw, sim):
+    service = gw.service
+    before = service.routing
+    live = before.model_copy(update={"aliases": {**before.aliases,
+                                                 "budget": {"gpt-4o-mini": Decimal(1),
+                                                            "deepseek-v3.2": Decimal(0)}},
+                                     "version": before.version + 1})
+    service.apply_user_config(live.to_user_config())
+    try:
+        for _ in range(5):
+            raw = sdk(gw).responses.with_raw_response.create(model="budget", input="Hi")
+            assert raw.headers["x-costgate-model"] == "gpt-4o-mini"
+        assert {r.model for r in gw.wait_records(5)} == {"gpt-4o-mini"}
+    finally:
+        service.apply_user_config(before.to_user_config())
