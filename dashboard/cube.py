@@ -29,6 +29,7 @@ DIMENSIONS = (
     "alias",
     "model",
     "provider",
+    "endpoint",  # the API the app called (chat.completions, embeddings, responses...)
     "status",
     "error_class",
 )
@@ -170,6 +171,7 @@ def select(
     teams: tuple[str, ...] = (),
     models: tuple[str, ...] = (),
     providers: tuple[str, ...] = (),
+    endpoints: tuple[str, ...] = (),
 ) -> pd.DataFrame:
     """Rows of a cube or histogram matching the dimension filters (empty filter: all)."""
     mask = pd.Series(True, index=frame.index)
@@ -178,6 +180,7 @@ def select(
         ("team", teams),
         ("model", models),
         ("provider", providers),
+        ("endpoint", endpoints),
     ):
         if values:
             mask &= frame[column].isin(values)

@@ -1,9 +1,9 @@
 """The filters every view shares, kept in the URL so that a view can be shared.
 
 Dates are whole UTC days, `start` and `end` inclusive. The URL holds
-`?from=2026-11-01&to=2026-11-29&app=a,b&team=...&model=...&provider=...`; values missing
-from it take the defaults (the last 30 days, everything). `clamp` keeps a range to the
-ledger's data and at most `MAX_SPAN_DAYS`, whatever the URL asks for.
+`?from=2026-11-01&to=2026-11-29&app=a,b&team=...&model=...&provider=...&endpoint=...`;
+values missing from it take the defaults (the last 30 days, everything). `clamp` keeps a
+range to the ledger's data and at most `MAX_SPAN_DAYS`, whatever the URL asks for.
 
 `team_scope` is not a filter the user picks: it is the signed-in user's team (for a
 team-scoped user), set on the server and never read from the URL, and every query
@@ -20,7 +20,13 @@ from typing import Any
 DEFAULT_DAYS = 30
 # the longest range a view covers: a year and a month, so that a year-over-year month fits
 MAX_SPAN_DAYS = 400
-DIMENSION_PARAMS = {"app": "apps", "team": "teams", "model": "models", "provider": "providers"}
+DIMENSION_PARAMS = {
+    "app": "apps",
+    "team": "teams",
+    "model": "models",
+    "provider": "providers",
+    "endpoint": "endpoints",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +37,7 @@ class Filters:
     teams: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     providers: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()  # the APIs called: chat.completions, embeddings...
     team_scope: str | None = None
 
     @property
@@ -100,6 +107,7 @@ def from_query_params(params: Mapping[str, Any], today: dt.date) -> Filters:
         teams=names("team"),
         models=names("model"),
         providers=names("provider"),
+        endpoints=names("endpoint"),
     )
 
 

@@ -19,7 +19,9 @@ import pandas as pd
 from dashboard.cube import period_start
 
 BINS_PER_LN = 32
-HISTOGRAM_COLUMNS = ("bucket", "app", "team", "model", "provider", "metric", "bin", "requests")
+HISTOGRAM_COLUMNS = (
+    "bucket", "app", "team", "model", "provider", "endpoint", "metric", "bin", "requests"
+)
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 
 

@@ -37,7 +37,7 @@ REQUEST_LOG_LIMIT = 500
 _CUBE_SQL = """
 SELECT date_trunc(:grain, r.started_at AT TIME ZONE 'UTC') AS bucket,
        r.app, r.team, r.key_id::text AS key_id, r.alias, r.model, r.provider,
-       r.status, r.error_class,
+       r.endpoint, r.status, r.error_class,
        count(*) AS requests,
        coalesce(sum(r.prompt_tokens), 0) AS prompt_tokens,
        coalesce(sum(r.cached_prompt_tokens), 0) AS cached_prompt_tokens,
@@ -59,18 +59,18 @@ SELECT date_trunc(:grain, r.started_at AT TIME ZONE 'UTC') AS bucket,
 FROM usage_records r
 LEFT JOIN price_versions pv ON pv.id = r.price_version_id
 WHERE {where}
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 """
 
 _HISTOGRAM_SQL = """
 SELECT date_trunc(:grain, r.started_at AT TIME ZONE 'UTC') AS bucket,
-       r.app, r.team, r.model, r.provider, m.metric,
+       r.app, r.team, r.model, r.provider, r.endpoint, m.metric,
        floor(ln(1 + m.ms::float8) * :bins_per_ln)::int AS bin,
        count(*) AS requests
 FROM usage_records r
 CROSS JOIN LATERAL (VALUES ('latency', r.latency_ms), ('ttft', r.ttft_ms)) AS m(metric, ms)
 WHERE {where} AND r.status = 'ok' AND m.ms IS NOT NULL
-GROUP BY 1, 2, 3, 4, 5, 6, 7
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 """
 
 REQUEST_COLUMNS = (
@@ -79,7 +79,7 @@ REQUEST_COLUMNS = (
     "cached_prompt_tokens, completion_tokens, reasoning_tokens, usage_source, latency_ms, "
     "ttft_ms, upstream_latency_ms, attempts, fallback_path, routing_policy, "
     "price_version_id, billing_currency, actual_cost, actual_cost_usd, list_cost_usd, "
-    "baseline_model, baseline_cost_usd"
+    "baseline_model, baseline_cost_usd, endpoint, cache_write_tokens"
 )
 
 # a loose index scan: one index probe per distinct value instead of reading every row
@@ -111,6 +111,7 @@ def where_clause(
         ("team", filters.teams),
         ("model", filters.models),
         ("provider", filters.providers),
+        ("endpoint", filters.endpoints),
     ):
         if values:
             parts.append(f"r.{column} = ANY(:{column}s)")
@@ -228,7 +229,11 @@ def _period(
         cubes.append(c)
         hists.append(h)
     dims = dict(
-        apps=filters.apps, teams=filters.teams, models=filters.models, providers=filters.providers
+        apps=filters.apps,
+        teams=filters.teams,
+        models=filters.models,
+        providers=filters.providers,
+        endpoints=filters.endpoints,
     )
     cube = pd.concat([c for c in cubes if len(c)] or [empty_cube()], ignore_index=True)
     hist = pd.concat([h for h in hists if len(h)] or [empty_histogram()], ignore_index=True)
@@ -297,9 +302,10 @@ def request_by_id(url: str, request_id: str, *, team: str | None) -> dict[str, A
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def dimension_values(url: str, team: str | None = None) -> dict[str, list[str]]:
     """Values offered by the filter widgets; for a team-scoped user, its team and the
-    apps registered to it (models and providers are the config's, shared by all)."""
+    apps registered to it (models, providers and endpoints are shared by all)."""
     out = {}
-    for column in ("model", "provider") if team is not None else ("app", "model", "provider"):
+    shared = ("model", "provider", "endpoint")
+    for column in shared if team is not None else ("app", *shared):
         out[column] = _frame(url, _DISTINCT_SQL.format(col=column), {})["value"].tolist()
     if team is None:
         teams = _frame(url, "SELECT name AS value FROM teams ORDER BY name", {})

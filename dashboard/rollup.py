@@ -67,6 +67,10 @@ class DayStore:
             cube, hist = pd.read_pickle(path)
         except Exception:  # noqa: BLE001 - a missing or broken file is fetched anew
             return None
+        if list(cube.columns) != list(empty_cube().columns) or list(hist.columns) != list(
+            empty_histogram().columns
+        ):
+            return None  # stored before the cube gained a dimension: fetched anew
         return cube, hist, max(0.0, age)
 
     def save(self, day: dt.date, cube: pd.DataFrame, hist: pd.DataFrame) -> None:

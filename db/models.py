@@ -59,6 +59,8 @@ NAMING_CONVENTION = {
 # Kept in step with gateway.domain.usage_record.RequestStatus / UsageSource (a test checks).
 REQUEST_STATUSES = ("ok", "client_error", "upstream_error", "cancelled")
 USAGE_SOURCES = ("provider", "estimated", "missing")
+# Kept in step with gateway.domain.endpoints.Endpoint (a test checks).
+ENDPOINTS = ("chat.completions", "completions", "embeddings", "responses", "messages")
 # a routing change: sent and not yet settled, live everywhere, refused, or not confirmed
 ROUTING_STATUSES = ("pending", "applied", "failed", "timed_out")
 
@@ -114,10 +116,14 @@ class UsageRow(Base):
     list_cost_usd: Mapped[Decimal | None] = mapped_column(Money)
     baseline_model: Mapped[str | None] = mapped_column(Text)
     baseline_cost_usd: Mapped[Decimal | None] = mapped_column(Money)
+    # the API the app called; rows written before it existed were chat completions
+    endpoint: Mapped[str] = mapped_column(Text, server_default=text("'chat.completions'"))
+    cache_write_tokens: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         CheckConstraint(_in("status", REQUEST_STATUSES), name="status"),
         CheckConstraint(_in("usage_source", USAGE_SOURCES), name="usage_source"),
+        CheckConstraint(_in("endpoint", ENDPOINTS), name="endpoint"),
         Index("ix_usage_records_started_at", "started_at"),
         Index("ix_usage_records_app_started_at", "app", "started_at"),
         Index("ix_usage_records_model_started_at", "model", "started_at"),

@@ -20,6 +20,7 @@ LOG_COLUMNS = [
     "requested_model",
     "model",
     "provider",
+    "endpoint",
     "stream",
     "status",
     "http_status",

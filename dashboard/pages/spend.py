@@ -18,7 +18,14 @@ from dashboard.spend import breakdown, over_time, totals
 
 ctx = start_page("Spend")
 
-GROUPS = {"App": "app", "Team": "team", "Key": "key_id", "Model": "model", "Provider": "provider"}
+GROUPS = {
+    "App": "app",
+    "Team": "team",
+    "Key": "key_id",
+    "Model": "model",
+    "Provider": "provider",
+    "Endpoint": "endpoint",
+}
 PERIODS = {"Daily": "D", "Weekly": "W", "Monthly": "MS"}
 
 

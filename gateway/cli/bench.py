@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from contextlib import nullcontext
@@ -40,6 +41,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--duration", type=float, default=30.0,
                         help="at most this many seconds per target (default 30)")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    parser.add_argument("--endpoints", default="chat.completions",
+                        help="comma-separated APIs to bench side by side: chat.completions, "
+                        "responses, completions, embeddings, messages (default chat.completions); "
+                        "targets other than chat are named direct:<api> and gateway:<api>")
     parser.add_argument("--stream", action="store_true", help="stream, and measure TTFT")
     parser.add_argument("--max-tokens", type=int, default=64, help="max_tokens per request")
     parser.add_argument("--warmup", type=int, default=None,
@@ -60,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     import uvloop
 
     from gateway.devtools.bench import (
+        ENDPOINT_PATHS,
         BenchError,
         Load,
         Target,
@@ -85,18 +91,27 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"--upstream-ms: {err}", file=sys.stderr)
         return 2
+    endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
+    if not endpoints or set(endpoints) - set(ENDPOINT_PATHS):
+        print(f"--endpoints: expected some of {', '.join(ENDPOINT_PATHS)}, got "
+              f"{args.endpoints!r}", file=sys.stderr)
+        return 2
     targets: list[Target] = []
     try:
         if "direct" in names or latency:
             config = load_config(args.config or default_config_path())
             direct = resolve_direct_target(config, args.model, args.sim)
-            if "direct" in names:
-                targets.append(direct)
     except (ConfigError, BenchError) as err:
         print(err, file=sys.stderr)
         return 2
-    if "gateway" in names:
-        targets.append(Target("gateway", args.gateway, args.model, args.api_key))
+    for endpoint in endpoints:
+        suffix = "" if endpoint == "chat.completions" else f":{endpoint}"
+        if "direct" in names:
+            targets.append(dataclasses.replace(direct, name="direct" + suffix,
+                                               endpoint=endpoint))
+        if "gateway" in names:
+            targets.append(Target("gateway" + suffix, args.gateway, args.model, args.api_key,
+                                  endpoint))
     load = Load(requests=args.requests, duration_s=args.duration,
                 concurrency=args.concurrency, stream=args.stream, max_tokens=args.max_tokens,
                 warmup=max(20, 2 * args.concurrency) if args.warmup is None else args.warmup,
@@ -107,11 +122,13 @@ def run(args: argparse.Namespace) -> int:
     except BenchError as err:
         print(err, file=sys.stderr)
         return 2
-    report = build_report({**load.as_dict(), "model": args.model}, summaries)
+    report = build_report({**load.as_dict(), "model": args.model, "endpoints": endpoints},
+                          summaries)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"model {args.model}, concurrency {load.concurrency}, "
+        print(f"model {args.model}, endpoints {', '.join(endpoints)}, "
+              f"concurrency {load.concurrency}, "
               f"{'streaming' if load.stream else 'non-streaming'}, "
               f"max_tokens {load.max_tokens}; latency in ms")
         print(render_table(report))

@@ -4,6 +4,8 @@ The client shares the machine's cores with what it measures, so it is aiohttp (m
 here at 64 concurrent requests against the sim: about 5-10x the requests/s of an
 httpx.AsyncClient on the same load) on uvloop, with each request body encoded once.
 Targets take turns in rounds, so a noisy neighbour on a shared machine hurts both alike.
+Each target calls one API (`--endpoints`): chat completions, Responses, legacy completions
+or embeddings, so their overheads can be compared side by side in one run.
 """
 
 from __future__ import annotations
@@ -23,8 +25,18 @@ from gateway.devtools.bench_stats import Sample, TargetSummary, summarize
 from gateway.domain.config import Config
 
 # first non-empty content delta: the role chunk has "content":"" and does not count
-_FIRST_CONTENT = re.compile(rb'"(?:content|arguments)":\s*"[^"]')
-_DONE = b"data: [DONE]"
+# (Responses deltas are "delta", legacy completions "text")
+_FIRST_CONTENT = re.compile(rb'"(?:content|arguments|delta|text)":\s*"[^"]')
+# how a complete stream ends: [DONE], or a Responses stream's terminal event
+_ENDS = (b"data: [DONE]", b"event: response.completed", b"event: response.incomplete",
+         b"event: message_stop")
+ENDPOINT_PATHS = {
+    "chat.completions": "/chat/completions",
+    "responses": "/responses",
+    "completions": "/completions",
+    "embeddings": "/embeddings",
+    "messages": "/messages",  # Anthropic's Messages API
+}
 DEFAULT_PROMPT = (
     "You are a helpful assistant. Summarise in two sentences why a gateway in front of "
     "several LLM providers can lower cost without hurting latency."
@@ -41,10 +53,11 @@ class Target:
     base_url: str  # an OpenAI base URL: .../v1
     model: str
     api_key: str | None = None
+    endpoint: str = "chat.completions"  # a key of ENDPOINT_PATHS
 
     @property
     def url(self) -> str:
-        return self.base_url.rstrip("/") + "/chat/completions"
+        return self.base_url.rstrip("/") + ENDPOINT_PATHS[self.endpoint]
 
 
 @dataclass(frozen=True)
@@ -116,14 +129,26 @@ def upstream_latency(target: Target, ttft_ms: float, per_token_ms: float) -> Ite
         httpx.delete(f"{root}/_sim/behaviour", params={"model": target.model}, timeout=10)
 
 
-def request_body(model: str, load: Load) -> bytes:
-    body: dict[str, object] = {"model": model,
-                               "messages": [{"role": "user", "content": load.prompt}]}
+def request_body(model: str, load: Load, endpoint: str = "chat.completions") -> bytes:
+    """The same prompt and length cap, in the shape of each API."""
+    body: dict[str, object] = {"model": model}
+    if endpoint == "embeddings":
+        return json.dumps({**body, "input": load.prompt, "encoding_format": "float"}).encode()
+    if endpoint == "responses":
+        body["input"] = load.prompt
+    elif endpoint == "completions":
+        body["prompt"] = load.prompt
+    else:
+        body["messages"] = [{"role": "user", "content": load.prompt}]
     if load.max_tokens:
-        body["max_tokens"] = load.max_tokens
+        body["max_output_tokens" if endpoint == "responses" else "max_tokens"] = load.max_tokens
+    elif endpoint == "messages":
+        body["max_tokens"] = 1024  # Anthropic's API requires it
     if load.stream:
         body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
+        # Responses and Messages streams always carry their usage
+        if endpoint not in ("responses", "messages"):
+            body["stream_options"] = {"include_usage": True}
     return json.dumps(body).encode()
 
 
@@ -155,16 +180,19 @@ async def _one(session: aiohttp.ClientSession, target: Target, body: bytes,
                 except ValueError:
                     return Sample(time.perf_counter() - started, error="bad_json")
                 return Sample(time.perf_counter() - started)
-            seen, tail = b"", b""
+            seen, tail, ended = b"", b"", False
             async for data in response.content.iter_any():
                 if ttft is None:
                     seen += data
                     if has_first_token(seen):
                         ttft = time.perf_counter() - started
                         seen = b""
+                if not ended:
+                    window = tail + data
+                    ended = any(end in window for end in _ENDS)
                 tail = (tail + data)[-32:]
             latency = time.perf_counter() - started
-            if _DONE not in tail:
+            if not ended:
                 return Sample(latency, ttft, error="incomplete_stream")
             return Sample(latency, ttft)
     except TimeoutError:
@@ -176,8 +204,9 @@ async def _one(session: aiohttp.ClientSession, target: Target, body: bytes,
 async def _drive(session: aiohttp.ClientSession, target: Target, load: Load, count: int,
                  seconds: float) -> tuple[list[Sample], float]:
     """`count` requests by `load.concurrency` workers, or until `seconds` pass."""
-    body, headers = request_body(target.model, load), _headers(target)
+    body, headers = request_body(target.model, load, target.endpoint), _headers(target)
     samples: list[Sample] = []
+    stream = load.stream and target.endpoint != "embeddings"  # embeddings never stream
     remaining = count
     started = time.perf_counter()
     deadline = started + seconds
@@ -186,7 +215,7 @@ async def _drive(session: aiohttp.ClientSession, target: Target, load: Load, cou
         nonlocal remaining
         while remaining > 0 and time.perf_counter() < deadline:
             remaining -= 1
-            samples.append(await _one(session, target, body, headers, load.stream))
+            samples.append(await _one(session, target, body, headers, stream))
 
     await asyncio.gather(*(worker() for _ in range(load.concurrency)))
     return samples, time.perf_counter() - started

@@ -111,6 +111,14 @@ def build_report(load: dict[str, Any], summaries: Sequence[TargetSummary]) -> di
     by_name = {s.name: s for s in summaries}
     if "gateway" in by_name and "direct" in by_name:
         report["overhead_ms"] = overhead(by_name["gateway"], by_name["direct"])
+    # other APIs' pairs, named gateway:<endpoint> and direct:<endpoint>
+    others = {
+        name.partition(":")[2]: overhead(s, by_name[f"direct:{name.partition(':')[2]}"])
+        for name, s in by_name.items()
+        if name.startswith("gateway:") and f"direct:{name.partition(':')[2]}" in by_name
+    }
+    if others:
+        report["overhead_ms_by_endpoint"] = others
     return report
 
 
@@ -135,9 +143,13 @@ def render_table(report: dict[str, Any]) -> str:
         if streams:
             row += [_cell(t["ttft_ms"].get(p)) for p in percentile_keys]
         rows.append(row)
-    extra = report.get("overhead_ms")
-    if extra:
-        row = ["overhead", "", "", ""]
+    extras = {"overhead": report.get("overhead_ms")} | {
+        f"overhead:{ep}": o for ep, o in report.get("overhead_ms_by_endpoint", {}).items()
+    }
+    for label, extra in extras.items():
+        if not extra:
+            continue
+        row = [label, "", "", ""]
         row += [_cell(extra.get("latency_ms", {}).get(p), True) for p in percentile_keys]
         if streams:
             row += [_cell(extra.get("ttft_ms", {}).get(p), True) for p in percentile_keys]

@@ -223,6 +223,9 @@ def synthesize(
             priced.list_cost_usd if priced else None,
             baseline if priced else None,
             priced.baseline_cost_usd if priced else None,
+            # a share of the apps' calls on OpenAI's newer API, as the dashboard shows it
+            "responses" if ui[2] > 0.85 else "chat.completions",
+            0 if has_usage else None,
         )
 
 

@@ -3,8 +3,11 @@
 A realistic mix: short questions, paragraphs and long documents (whose shared system
 prompt the upstream reports as cached tokens), every alias and some concrete models,
 streams (half of them asking for usage, a few abandoned midway), now and then a tool
-or a priority header, spread over several apps' keys. Bounded by a count and a time, and
-stopped by an event (asyncio.Event or threading.Event: anything with is_set()).
+or a priority header, spread over several apps' keys. Most calls are chat completions;
+the rest use every other API the gateway serves: Responses, legacy completions,
+embeddings (on the embedding models) and Anthropic's Messages (with the anthropic SDK).
+Bounded by a count and a time, and stopped by an event (asyncio.Event or
+threading.Event: anything with is_set()).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import anthropic
 import openai
 from openai.types.chat import (
     ChatCompletionFunctionToolParam,
@@ -57,6 +61,11 @@ LOOKUP_TOOL: ChatCompletionFunctionToolParam = {"type": "function", "function": 
 }}
 
 
+# the share of calls on each API (chat takes the rest)
+ENDPOINT_SHARES = (("responses", 0.15), ("completions", 0.07), ("embeddings", 0.08),
+                   ("messages", 0.07))
+
+
 class StopSignal(Protocol):
     def is_set(self) -> bool: ...
 
@@ -69,6 +78,7 @@ class TrafficSummary:
     errors: Counter[str] = field(default_factory=Counter)
     models: Counter[str] = field(default_factory=Counter)
     kinds: Counter[str] = field(default_factory=Counter)  # short, paragraph, long
+    endpoints: Counter[str] = field(default_factory=Counter)  # the API each call used
     streams: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -81,16 +91,22 @@ class TrafficSummary:
         errors = sum(self.errors.values())
         worst = ", ".join(f"{k} x{n}" for k, n in self.errors.most_common(3))
         top = ", ".join(f"{m} {n}" for m, n in self.models.most_common(6))
+        apis = ", ".join(f"{e} {n}" for e, n in self.endpoints.most_common())
         return (f"traffic: {self.sent} sent, {self.ok} ok, {errors} errors"
                 f"{f' ({worst})' if worst else ''}, {self.streams} streams, "
-                f"{rate:.1f} req/s; {top}")
+                f"{rate:.1f} req/s; {top}; {apis}")
 
 
 def default_models(config: Config | None) -> list[str]:
     """Every alias, plus the concrete models of the configuration (or the usual aliases)."""
     if config is None:
         return list(DEFAULT_ALIASES)
-    return list(config.aliases) + [m.name for m in config.models]
+    return list(config.aliases) + [m.name for m in config.models if m.kind == "chat"]
+
+
+def embedding_models(config: Config | None) -> list[str]:
+    """The configuration's embedding models (none without one: no embeddings are sent)."""
+    return [] if config is None else [m.name for m in config.models if m.kind == "embedding"]
 
 
 @dataclass(frozen=True)
@@ -105,9 +121,20 @@ class PlannedCall:
     max_tokens: int | None
     tools: list[ChatCompletionFunctionToolParam] | None
     priority: str | None
+    endpoint: str = "chat.completions"
 
 
-def plan_call(rng: random.Random, models: Sequence[str], keys: int) -> PlannedCall:
+def _endpoint(rng: random.Random, embedders: Sequence[str]) -> str:
+    roll, floor = rng.random(), 0.0
+    for endpoint, share in ENDPOINT_SHARES:
+        floor += share
+        if roll < floor:
+            return endpoint if endpoint != "embeddings" or embedders else "chat.completions"
+    return "chat.completions"
+
+
+def plan_call(rng: random.Random, models: Sequence[str], keys: int,
+              embedders: Sequence[str] = ()) -> PlannedCall:
     """One request of the mix; with the example config about 70% of calls name an alias."""
     aliases = [m for m in models if m in DEFAULT_ALIASES]
     model = rng.choice(aliases) if aliases and rng.random() < 0.6 else rng.choice(models)
@@ -125,6 +152,9 @@ def plan_call(rng: random.Random, models: Sequence[str], keys: int) -> PlannedCa
         messages = [{"role": "system", "content": HANDBOOK},
                     {"role": "user", "content": rng.choice(SHORT_PROMPTS)}]
     stream = rng.random() < 0.35
+    endpoint = _endpoint(rng, embedders)
+    if endpoint == "embeddings":
+        model, stream = rng.choice(embedders), False
     return PlannedCall(
         model=model, key_index=rng.randrange(keys), kind=kind, messages=messages,
         stream=stream, include_usage=stream and rng.random() < 0.5,
@@ -132,7 +162,65 @@ def plan_call(rng: random.Random, models: Sequence[str], keys: int) -> PlannedCa
         max_tokens=rng.choice((None, 64, 128, 256, 512)),
         tools=[LOOKUP_TOOL] if rng.random() < 0.05 else None,
         priority=rng.choice(("high", "budget")) if rng.random() < 0.1 else None,
+        endpoint=endpoint,
     )
+
+
+def _text(messages: Sequence[ChatCompletionMessageParam]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in messages)
+
+
+async def _send_other(client: openai.AsyncOpenAI, call: PlannedCall) -> bool:
+    """A call on an API other than chat: Responses, legacy completions or embeddings."""
+    max_tokens = call.max_tokens or openai.omit
+    if call.endpoint == "embeddings":
+        await client.embeddings.create(model=call.model, input=_text(call.messages))
+        return True
+    if call.endpoint == "completions":
+        if not call.stream:
+            await client.completions.create(model=call.model, prompt=_text(call.messages),
+                                            max_tokens=max_tokens)
+            return True
+        chunks = await client.completions.create(
+            model=call.model, prompt=_text(call.messages), max_tokens=max_tokens, stream=True)
+        async with chunks:
+            async for _ in chunks:
+                pass
+        return True
+    system = [m for m in call.messages if m["role"] == "system"]
+    instructions = str(system[0].get("content")) if system else openai.omit
+    user = _text([m for m in call.messages if m["role"] != "system"])
+    if not call.stream:
+        await client.responses.create(model=call.model, input=user, instructions=instructions,
+                                      max_output_tokens=max_tokens)
+        return True
+    events = await client.responses.create(model=call.model, input=user, stream=True,
+                                           instructions=instructions,
+                                           max_output_tokens=max_tokens)
+    read = 0
+    async with events:
+        async for _ in events:
+            read += 1
+            if call.abandon_after is not None and read >= call.abandon_after:
+                return False
+    return True
+
+
+async def _send_messages(client: anthropic.AsyncAnthropic, call: PlannedCall) -> bool:
+    """A call on Anthropic's Messages API, as Claude Code and its kind make it."""
+    system = [str(m.get("content")) for m in call.messages if m["role"] == "system"]
+    user = _text([m for m in call.messages if m["role"] != "system"])
+    kwargs = {"model": call.model, "max_tokens": call.max_tokens or 256,
+              "messages": [{"role": "user", "content": user}]}
+    if system:
+        kwargs["system"] = system[0]
+    if not call.stream:
+        await client.messages.create(**kwargs)  # type: ignore[call-overload]
+        return True
+    async with client.messages.stream(**kwargs) as events:  # type: ignore[arg-type]
+        async for _ in events:
+            pass
+    return True
 
 
 async def _send(client: openai.AsyncOpenAI, call: PlannedCall) -> bool:
@@ -193,6 +281,11 @@ async def run_traffic(
     keys = list(api_keys) or [None]
     clients = [openai.AsyncOpenAI(base_url=base_url, api_key=k or "no-key", max_retries=0,
                                   timeout=timeout_s) for k in keys]
+    # Anthropic's SDK appends /v1/messages to a base URL without the /v1
+    root = base_url.rstrip("/").removesuffix("/v1")
+    claude = [anthropic.AsyncAnthropic(base_url=root, api_key=k or "no-key", max_retries=0,
+                                       timeout=timeout_s) for k in keys]
+    embedders = embedding_models(config)
     rng = random.Random(seed)
     summary = TrafficSummary()
     deadline = summary.started + max_seconds
@@ -212,14 +305,21 @@ async def run_traffic(
                 await asyncio.sleep(max(0.0, slot - time.monotonic()))
                 if stopping():
                     return
-            call = plan_call(rng, names, len(keys))
+            call = plan_call(rng, names, len(keys), embedders)
             summary.sent += 1
             number = summary.sent
             summary.models[call.model] += 1
             summary.kinds[call.kind] += 1
+            summary.endpoints[call.endpoint] += 1
             summary.streams += call.stream
             try:
-                if await _send(clients[call.key_index], call):
+                if call.endpoint == "messages":
+                    done = await _send_messages(claude[call.key_index], call)
+                elif call.endpoint != "chat.completions":
+                    done = await _send_other(clients[call.key_index], call)
+                else:
+                    done = await _send(clients[call.key_index], call)
+                if done:
                     summary.ok += 1
                 else:
                     summary.cancelled += 1
@@ -246,5 +346,7 @@ async def run_traffic(
         watcher.cancel()
         for client in clients:
             await client.close()
+        for other in claude:
+            await other.close()
     progress(summary.line())
     return summary

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from gateway.domain.environment import environment, secret_from_env
+from gateway.domain.ray_options import RayOptions
 
 NonNegDecimal = Annotated[Decimal, Field(ge=0)]
 
@@ -59,13 +60,17 @@ class PriceTier(_Strict):
 
 
 class Prices(_Strict):
-    """Per 1M tokens, in the currency of whoever publishes them (USD for list prices)."""
+    """Per 1M tokens, in the currency of whoever publishes them (USD for list prices).
+
+    `cache_write` is what a prompt token written to the provider's cache costs (Anthropic
+    bills it above the input rate); `output` may be left out only for an embedding model,
+    which is billed on its input alone."""
 
     effective_from: dt.date = dt.date(2026, 1, 1)
     input: NonNegDecimal
     cached_input: NonNegDecimal | None = None
     cache_write: NonNegDecimal | None = None
-    output: NonNegDecimal
+    output: NonNegDecimal = Decimal(0)
     reasoning: NonNegDecimal | None = None
     tiers: tuple[PriceTier, ...] = ()
 
@@ -91,7 +96,8 @@ class Billing(_Strict):
 
 class Provider(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
-    kind: Literal["openai"] = "openai"
+    # the wire format: OpenAI-compatible, Anthropic's native Messages, Gemini's native API
+    kind: Literal["openai", "anthropic", "gemini"] = "openai"
     base_url: str = Field(pattern=r"^https?://")
     # the *name* of the environment variable that holds the key, never the key itself
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")
@@ -107,10 +113,21 @@ class Model(_Strict):
     name: str = Field(min_length=1)
     provider: str
     upstream_model: str = Field(min_length=1)
+    # a chat model serves chat, completions, Responses and Messages; an embedding model
+    # serves embeddings only (gateway.domain.endpoints.KIND_ENDPOINTS)
+    kind: Literal["chat", "embedding"] = "chat"
     list_prices: Prices | None = None
     fallbacks: tuple[str, ...] = ()
     rpm_limit: int | None = Field(default=None, gt=0)
     tpm_limit: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _output_price_for_chat(self) -> Model:
+        # a chat model priced without an output rate would bill its answers at $0
+        p = self.list_prices
+        if self.kind == "chat" and p is not None and "output" not in p.model_fields_set:
+            raise ValueError("list_prices.output is required for a chat model")
+        return self
 
 
 class Alias(_Strict):
@@ -141,70 +158,6 @@ class Autoscaling(_Strict):
         if self.max_replicas < self.min_replicas:
             raise ValueError("max_replicas must be >= min_replicas")
         return self
-
-
-# each head's replicas listen on a range this wide: a redeploy takes new ports while the
-# old ones wait out Serve's quarantine (150 s), so it must hold several generations
-REPLICA_PORTS = 50
-
-
-class RayOptions(_Strict):
-    # 6379 is Redis's on these machines
-    head_port: int = Field(default=6380, gt=0, lt=65536)
-    dashboard_port: int = Field(default=8265, gt=0, lt=65536)
-    # where Ray's dashboard (and its REST API, the routing update path) listens; a
-    # container sets 0.0.0.0 so that the dashboard container can reach it
-    dashboard_host: str = "127.0.0.1"
-    metrics_export_port: int = Field(default=8266, gt=0, lt=65536)
-    # Ray's defaults (10001, 52365, and HAProxy's 8404, 9101) would collide between two
-    # heads on one machine; unset, they follow the head port (+1 .. +4, and +7, +8 below)
-    client_server_port: int | None = Field(default=None, gt=0, lt=65536)
-    dashboard_agent_port: int | None = Field(default=None, gt=0, lt=65536)
-    haproxy_stats_port: int | None = Field(default=None, gt=0, lt=65536)
-    haproxy_metrics_port: int | None = Field(default=None, gt=0, lt=65536)
-    # the Serve proxy HAProxy falls back to when no replica is up (mid-redeploy): Ray's
-    # 8500/9500 are machine-wide, and another head's proxy there answered our clients
-    # with its own gateway (401s for valid keys). Unset: the head port +7 and +8
-    fallback_proxy_port: int | None = Field(default=None, gt=0, lt=65536)
-    fallback_grpc_port: int | None = Field(default=None, gt=0, lt=65536)
-    num_cpus: int | None = Field(default=None, gt=0)
-    # where the replicas listen (HAProxy forwards to them): a range of REPLICA_PORTS from
-    # this port. Ray's default range is machine-wide, and a port one head's replica freed
-    # could be taken by another head's new replica while the first head's HAProxy still
-    # routes there (its keys then refuse ours: seen as 401s during redeploys). Unset, it
-    # follows the head port, so heads on distinct hundreds get distinct ranges.
-    replica_port_min: int | None = Field(default=None, ge=1024, le=65536 - REPLICA_PORTS)
-
-    @model_validator(mode="after")
-    def _distinct(self) -> RayOptions:
-        ports = self.ports()
-        seen: dict[int, str] = {}
-        for name, port in ports.items():
-            if port in seen:
-                raise ValueError(f"{name} and {seen[port]} are both {port}")
-            seen[port] = name
-        return self
-
-    def ports(self) -> dict[str, int]:
-        return {
-            "head_port": self.head_port,
-            "dashboard_port": self.dashboard_port,
-            "metrics_export_port": self.metrics_export_port,
-            "client_server_port": self.client_server_port or self.head_port + 1,
-            "dashboard_agent_port": self.dashboard_agent_port or self.head_port + 2,
-            "haproxy_stats_port": self.haproxy_stats_port or self.head_port + 3,
-            "haproxy_metrics_port": self.haproxy_metrics_port or self.head_port + 4,
-            "fallback_proxy_port": self.fallback_proxy_port or self.head_port + 7,
-            "fallback_grpc_port": self.fallback_grpc_port or self.head_port + 8,
-        }
-
-    def replica_ports(self) -> tuple[int, int]:
-        """(first, last) port of the replicas' range. Derived ones stay in 30000-32749:
-        above Ray's worker ports (20000-29999), below Linux's ephemeral ones (32768-)."""
-        first = self.replica_port_min
-        if first is None:
-            first = 30000 + (self.head_port // 100) % 55 * REPLICA_PORTS
-        return first, first + REPLICA_PORTS - 1
 
 
 class GatewayOptions(_Strict):
@@ -273,6 +226,14 @@ class Config(_Strict):
             for fb in model.fallbacks:
                 if fb not in known:
                     raise ValueError(f"models.{i}.fallbacks: unknown model {fb!r}")
+        kinds = {m.name: m.kind for m in self.models}
+        for i, model in enumerate(self.models):
+            for fb in model.fallbacks:
+                if kinds[fb] != model.kind:
+                    raise ValueError(
+                        f"models.{i}.fallbacks: {fb!r} is a {kinds[fb]} model, "
+                        f"{model.name!r} a {model.kind} model"
+                    )
         for alias_name, alias in self.aliases.items():
             if alias_name in known:
                 raise ValueError(f"aliases.{alias_name}: an alias cannot reuse a model's name")
@@ -286,6 +247,12 @@ class Config(_Strict):
                     raise ValueError(f"aliases.{alias_name}.fallbacks: unknown model {fb!r}")
             if alias.baseline is not None and alias.baseline not in known:
                 raise ValueError(f"aliases.{alias_name}.baseline: unknown model {alias.baseline!r}")
+            members = [*alias.candidates, *alias.fallbacks]
+            if len({kinds[m] for m in members}) > 1:
+                raise ValueError(
+                    f"aliases.{alias_name}: mixes chat and embedding models "
+                    f"({', '.join(f'{m}: {kinds[m]}' for m in members)})"
+                )
         return self
 
     @model_validator(mode="after")

@@ -45,6 +45,9 @@ PER_TOKENS = Decimal(1_000_000)  # prices are per 1M tokens
 # ample for token counts × prices / FX before the single final rounding
 _CONTEXT = Context(prec=50, rounding=ROUND_HALF_EVEN)
 
+# the token classes priced apart, in the order the ledger and the dashboard show them
+TOKEN_CLASSES = ("input", "cached_input", "cache_write", "output", "reasoning")
+
 # Fixed forever: changing it would change every price version id.
 PRICE_VERSION_NAMESPACE = uuid.UUID("8f6f3e36-5a0e-4c4e-9a51-3c0a7d1b2e90")
 
@@ -142,20 +145,28 @@ class Rates:
             reasoning=None,  # in a tier, reasoning follows the tier's output rate
         )
 
-    def cost(self, usage: TokenUsage) -> Decimal:
-        """Exact (unrounded) cost of `usage` at these rates."""
+    def class_costs(self, usage: TokenUsage) -> dict[str, Decimal]:
+        """Exact (unrounded) cost of each token class of `usage` at these rates: uncached
+        input, cached input, cache writes, visible output, reasoning (`TOKEN_CLASSES`).
+        An embedding's usage has prompt tokens only, so only its input is charged."""
         r = self.for_prompt(usage.prompt_tokens)
         uncached = usage.prompt_tokens - usage.cached_prompt_tokens - usage.cache_write_tokens
         visible_output = usage.completion_tokens - usage.reasoning_tokens
         with localcontext(_CONTEXT):
-            per_m = (
-                uncached * r.input
-                + usage.cached_prompt_tokens * _or(r.cached_input, r.input)
-                + usage.cache_write_tokens * _or(r.cache_write, r.input)
-                + visible_output * r.output
-                + usage.reasoning_tokens * _or(r.reasoning, r.output)
-            )
-            return per_m / PER_TOKENS
+            return {
+                "input": uncached * r.input / PER_TOKENS,
+                "cached_input": usage.cached_prompt_tokens
+                * _or(r.cached_input, r.input)
+                / PER_TOKENS,
+                "cache_write": usage.cache_write_tokens * _or(r.cache_write, r.input) / PER_TOKENS,
+                "output": visible_output * r.output / PER_TOKENS,
+                "reasoning": usage.reasoning_tokens * _or(r.reasoning, r.output) / PER_TOKENS,
+            }
+
+    def cost(self, usage: TokenUsage) -> Decimal:
+        """Exact (unrounded) cost of `usage` at these rates: the sum of its classes."""
+        with localcontext(_CONTEXT):
+            return sum(self.class_costs(usage).values(), Decimal(0))
 
     def canonical(self) -> dict[str, object]:
         return {

@@ -15,6 +15,8 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+from gateway.domain.endpoints import Endpoint
+
 
 class UsageSource(StrEnum):
     PROVIDER = "provider"  # the upstream reported it
@@ -63,6 +65,9 @@ class UsageRecord:
     list_cost_usd: Decimal | None
     baseline_model: str | None
     baseline_cost_usd: Decimal | None
+    # added after the first ledger: defaults let spool lines written before them load
+    endpoint: Endpoint = Endpoint.CHAT_COMPLETIONS  # the API the app called
+    cache_write_tokens: int | None = None  # prompt tokens written to the cache (in prompt)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
@@ -94,6 +99,7 @@ class UsageRecord:
         kw["fallback_path"] = tuple(kw.get("fallback_path") or ())
         kw["status"] = RequestStatus(kw["status"])
         kw["usage_source"] = UsageSource(kw["usage_source"])
+        kw["endpoint"] = Endpoint(kw.get("endpoint") or Endpoint.CHAT_COMPLETIONS)
         return cls(**kw)
 
     @classmethod

@@ -18,7 +18,7 @@ from gateway.domain.usage_record import UsageRecord
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(UsageRecord))
 
 _GET_COLUMNS = operator.attrgetter(*COLUMNS)
-_ENUM_COLUMNS = tuple(COLUMNS.index(c) for c in ("status", "usage_source"))
+_ENUM_COLUMNS = tuple(COLUMNS.index(c) for c in ("status", "usage_source", "endpoint"))
 _FALLBACK_PATH = COLUMNS.index("fallback_path")
 
 

@@ -54,9 +54,10 @@ _REQ = ("model", "provider", "alias", "app")
 
 REQUESTS = MetricDef(
     "costgate_requests", Kind.COUNTER,
-    "Client requests answered, by the model that answered and the HTTP status class "
-    "(2xx, 4xx, 5xx; 'cancelled' when the client went away mid-stream).",
-    (*_REQ, "status_class"),
+    "Client requests answered, by the model that answered, the API called (endpoint: "
+    "chat.completions, completions, embeddings, responses, messages) and the HTTP status "
+    "class (2xx, 4xx, 5xx; 'cancelled' when the client went away mid-stream).",
+    (*_REQ, "endpoint", "status_class"),
 )  # fmt: skip
 REQUEST_ERRORS = MetricDef(
     "costgate_request_errors", Kind.COUNTER,

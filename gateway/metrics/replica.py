@@ -178,7 +178,8 @@ class ReplicaMetrics:
             lbl("app", record.app) if self._per_app else "",
         )
         sc = status_class(record)
-        incs: list[tuple[MetricDef, Labels, Number]] = [(REQUESTS, (*req, sc), 1)]
+        endpoint = lbl("endpoint", record.endpoint.value)
+        incs: list[tuple[MetricDef, Labels, Number]] = [(REQUESTS, (*req, endpoint, sc), 1)]
         if record.status in (RequestStatus.CLIENT_ERROR, RequestStatus.UPSTREAM_ERROR):
             reason = lbl("reason", record.error_class or record.status.value)
             incs.append((REQUEST_ERRORS, (model, provider, reason), 1))

@@ -15,9 +15,10 @@ are pure (bytes in, dicts out), so each one is unit-tested without a network.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from gateway.domain.config import Provider
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.pricing import TokenUsage
 
 
@@ -93,4 +94,28 @@ class ProviderAdapter(Protocol):
     def error_body(self, content: bytes) -> dict[str, Any] | None:
         """An upstream 4xx body as OpenAI's `{"error": {...}}`, to pass on; None when the
         body says nothing usable."""
+        ...
+
+
+@runtime_checkable
+class EndpointAdapter(Protocol):
+    """An adapter that serves ingress APIs beyond chat completions (embeddings, legacy
+    completions, Responses): it declares which in `endpoints`, and builds and reads the
+    wire format of each. `gateway.providers.registry.endpoints_of` says what a provider
+    serves; the request path sends a model only the endpoints its adapter declares."""
+
+    endpoints: frozenset[Endpoint]
+
+    def endpoint_request(
+        self, provider: Provider, endpoint: Endpoint, body: dict[str, Any], api_key: str | None
+    ) -> WireRequest:
+        """The upstream request for a body of `endpoint`'s API (its `stream` flag included)."""
+        ...
+
+    def parse_endpoint(self, endpoint: Endpoint, content: bytes) -> ChatReply:
+        """A 200 answer of `endpoint`'s API: the body as the client gets it, its usage."""
+        ...
+
+    def endpoint_stream_parser(self, endpoint: Endpoint) -> StreamParser:
+        """Reads a stream of `endpoint`'s API; `feed` returns its events as dicts."""
         ...

@@ -13,15 +13,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from gateway.domain.config import Config, Model, Provider
-from gateway.providers.adapter import ChatReply, MalformedReply, ProviderAdapter
+from gateway.providers.adapter import ChatReply, MalformedReply, ProviderAdapter, WireRequest
 from gateway.providers.aiohttp_transport import AiohttpTransport
 from gateway.providers.registry import adapter_for
 from gateway.routing.retry_policy import FailureReason, Verdict, classify, parse_retry_after
+
+# builds the wire request from (provider, body, provider key)
+WireBuilder = Callable[[Provider, dict[str, Any], str | None], WireRequest]
 
 
 class UpstreamFailure(Exception):
@@ -119,11 +123,12 @@ class UpstreamClient:
         )
 
     def _request(
-        self, model: Model, body: dict[str, Any]
+        self, model: Model, body: dict[str, Any], build: WireBuilder | None = None
     ) -> tuple[Provider, ProviderAdapter, httpx.Request]:
         provider = self._cfg.provider(model.provider)
         adapter = adapter_for(provider)
-        wire = adapter.chat_request(provider, body, provider.api_key())
+        # `build`: a native request of another API than chat (Anthropic's Messages)
+        wire = (build or adapter.chat_request)(provider, body, provider.api_key())
         t = provider.timeouts
         request = self._client.build_request(
             "POST",
@@ -134,8 +139,14 @@ class UpstreamClient:
         )
         return provider, adapter, request
 
-    async def complete(self, model: Model, body: dict[str, Any]) -> UpstreamReply:
-        provider, adapter, request = self._request(model, body)
+    async def complete(
+        self,
+        model: Model,
+        body: dict[str, Any],
+        build: WireBuilder | None = None,
+        parse: Callable[[bytes], ChatReply] | None = None,
+    ) -> UpstreamReply:
+        provider, adapter, request = self._request(model, body, build)
         started = time.perf_counter()
         try:
             async with asyncio.timeout(provider.timeouts.total):
@@ -147,14 +158,16 @@ class UpstreamClient:
         if response.status_code != 200:
             raise failure_from_status(response, content, provider, adapter)
         try:
-            reply = adapter.parse_chat(content)
+            reply = (parse or adapter.parse_chat)(content)
         except MalformedReply as err:
             raise malformed(provider, str(err)) from None
         return UpstreamReply(reply=reply, latency_ms=latency_ms)
 
-    async def open_stream(self, model: Model, body: dict[str, Any]) -> httpx.Response:
+    async def open_stream(
+        self, model: Model, body: dict[str, Any], build: WireBuilder | None = None
+    ) -> httpx.Response:
         """Send the request and return the response once its status says it streams."""
-        provider, adapter, request = self._request(model, body)
+        provider, adapter, request = self._request(model, body, build)
         try:
             async with asyncio.timeout(provider.timeouts.total):
                 response = await self._client.send(request, stream=True)

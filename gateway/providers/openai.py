@@ -1,9 +1,10 @@
-"""OpenAI's chat completions wire format: OpenAI itself and every compatible relay.
+"""OpenAI's wire formats: OpenAI itself and every compatible relay.
 
-The request path already speaks this shape, so the adapter translates nothing: it adds
-the Bearer key and the `/chat/completions` path, checks that answers are completions,
-reads usage (with cached and reasoning tokens from their details) and the text of each
-chunk, for estimates when a stream ends without usage.
+The request path already speaks these shapes, so the adapter translates nothing: it adds
+the Bearer key and each API's path (chat completions, legacy completions, embeddings,
+Responses), checks that answers are what the API promises, reads usage (with cached and
+reasoning tokens from their details) and the text of each chunk or event, for estimates
+when a stream ends without usage.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from typing import Any
 
 from gateway.domain.config import Provider
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.pricing import TokenUsage
 from gateway.providers.adapter import ChatReply, MalformedReply, StreamParser, WireRequest
 from gateway.providers.sse import DONE
@@ -45,6 +47,34 @@ def usage_from_openai(usage: Any) -> TokenUsage | None:
         completion_tokens=completion,
         reasoning_tokens=min(reasoning, completion),
     )
+
+
+def usage_from_responses(usage: Any) -> TokenUsage | None:
+    """The Responses API's usage: input/output tokens, with cached and reasoning details."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("input_tokens"), int):
+        return None
+    return usage_from_openai(
+        {
+            "prompt_tokens": usage.get("input_tokens"),
+            "completion_tokens": usage.get("output_tokens"),
+            "prompt_tokens_details": usage.get("input_tokens_details"),
+            "completion_tokens_details": usage.get("output_tokens_details"),
+        }
+    )
+
+
+def response_text(response: dict[str, Any]) -> str:
+    """The generated text of a Responses body (messages and tool-call arguments)."""
+    parts: list[str] = []
+    for item in response.get("output") or ():
+        if not isinstance(item, dict):
+            continue
+        if isinstance(item.get("arguments"), str):
+            parts.append(item["arguments"])
+        for block in item.get("content") or ():
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+    return "".join(parts)
 
 
 def completion_text(body: dict[str, Any]) -> str:
@@ -119,25 +149,135 @@ class OpenAIStreamParser:
                     if isinstance(content, str):
                         self._text.append(content)
                     self._text.extend(_tool_arguments(delta.get("tool_calls")))
+                elif isinstance(choice.get("text"), str):  # a legacy completion's chunk
+                    self._text.append(choice["text"])
                 if choice.get("finish_reason"):
                     self._finished = True
         return [chunk]
 
 
+# Responses events after which nothing more comes; each carries the response (and usage)
+_RESPONSE_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+class ResponsesStreamParser:
+    """Responses events pass through as they are; usage comes with the terminal event
+    (`response.completed`, or `response.incomplete`/`response.failed` when present)."""
+
+    __slots__ = ("_done", "_status", "_text", "_usage")
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._usage: TokenUsage | None = None
+        self._done = False
+        self._status: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self._done
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        return self._usage
+
+    @property
+    def status(self) -> str | None:
+        """The response's final status (completed, incomplete, failed), None before."""
+        return self._status
+
+    def text(self) -> str:
+        return "".join(self._text)
+
+    def feed(self, payload: bytes) -> list[dict[str, Any]]:
+        try:
+            event = json.loads(payload)
+        except ValueError as err:
+            raise MalformedReply(f"an upstream Responses event is not JSON: {err}") from None
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise MalformedReply("an upstream Responses event without a type")
+        kind = event["type"]
+        if kind in ("response.output_text.delta", "response.function_call_arguments.delta"):
+            if isinstance(event.get("delta"), str):
+                self._text.append(event["delta"])
+        elif kind in _RESPONSE_ENDS:
+            response = event.get("response")
+            if isinstance(response, dict):
+                self._usage = usage_from_responses(response.get("usage")) or self._usage
+                status = response.get("status")
+                self._status = status if isinstance(status, str) else kind.split(".")[1]
+            self._done = True
+        return [event]
+
+
+_PATHS = {
+    Endpoint.CHAT_COMPLETIONS: "/chat/completions",
+    Endpoint.COMPLETIONS: "/completions",
+    Endpoint.EMBEDDINGS: "/embeddings",
+    Endpoint.RESPONSES: "/responses",
+}
+
+
+def _parse_object(content: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(content)
+    except ValueError:
+        raise MalformedReply("a body that is not JSON") from None
+    if not isinstance(parsed, dict):
+        raise MalformedReply("a body that is not a JSON object")
+    return parsed
+
+
 class OpenAIAdapter:
     kind = "openai"
+    endpoints = frozenset(_PATHS)
 
     def chat_request(
         self, provider: Provider, body: dict[str, Any], api_key: str | None
+    ) -> WireRequest:
+        return self.endpoint_request(provider, Endpoint.CHAT_COMPLETIONS, body, api_key)
+
+    def endpoint_request(
+        self, provider: Provider, endpoint: Endpoint, body: dict[str, Any], api_key: str | None
     ) -> WireRequest:
         headers = {"content-type": "application/json", "accept": "application/json"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         return WireRequest(
-            url=provider.base_url.rstrip("/") + "/chat/completions",
+            url=provider.base_url.rstrip("/") + _PATHS[endpoint],
             headers=headers,
             content=json.dumps(body, separators=_JSON_SEPARATORS).encode(),
         )
+
+    def parse_endpoint(self, endpoint: Endpoint, content: bytes) -> ChatReply:
+        if endpoint is Endpoint.CHAT_COMPLETIONS:
+            return self.parse_chat(content)
+        parsed = _parse_object(content)
+        if endpoint is Endpoint.EMBEDDINGS:
+            if not isinstance(parsed.get("data"), list):
+                raise MalformedReply("no embeddings")
+            return ChatReply(parsed, usage_from_openai(parsed.get("usage")), "")
+        if endpoint is Endpoint.RESPONSES:
+            if not isinstance(parsed.get("output"), list):
+                raise MalformedReply("no response")
+            usage = usage_from_responses(parsed.get("usage"))
+            return ChatReply(parsed, usage, response_text(parsed))
+        if not isinstance(parsed.get("choices"), list):
+            raise MalformedReply("no completion")
+        text = "".join(
+            c["text"]
+            for c in parsed["choices"]
+            if isinstance(c, dict) and isinstance(c.get("text"), str)
+        )
+        return ChatReply(parsed, usage_from_openai(parsed.get("usage")), text)
+
+    def endpoint_stream_parser(self, endpoint: Endpoint) -> StreamParser:
+        if endpoint is Endpoint.RESPONSES:
+            return ResponsesStreamParser()
+        return OpenAIStreamParser()  # legacy completions stream chat-like chunks
 
     def parse_chat(self, content: bytes) -> ChatReply:
         try:

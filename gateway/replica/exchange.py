@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 
 from gateway.domain.config import Model
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.usage_record import UsageRecord
 from gateway.replica.auth import Caller
 from gateway.replica.chat_request import ChatRequest
@@ -56,6 +57,7 @@ class Exchange:
     started_at: dt.datetime
     caller: Caller
     requested: str
+    endpoint: Endpoint = Endpoint.CHAT_COMPLETIONS  # the API the app called
     stream: bool = False
     request: ChatRequest | None = None
     plan: RoutePlan | None = None

@@ -21,9 +21,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.environment import secret_from_env
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.auth import Caller, bearer_token
+from gateway.replica.messages.route import MessagesRoute
 from gateway.replica.service import GatewayService, json_error
 
 log = logging.getLogger("costgate.http")
@@ -63,6 +65,24 @@ def build_app(
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         return await service.chat(request)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await service.chat(request, Endpoint.COMPLETIONS)
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> Response:
+        return await service.chat(request, Endpoint.EMBEDDINGS)
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> Response:
+        return await service.chat(request, Endpoint.RESPONSES)
+
+    messages_route = MessagesRoute(service)
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        return await messages_route(request)
 
     @app.get("/v1/models")
     async def models(request: Request) -> JSONResponse:

@@ -18,6 +18,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import TypeGuard
 
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.openai_errors import OpenAIError, bad_request
 from gateway.replica.chat_request import ChatRequest
 from gateway.routing.policy import MODEL_HEADER
@@ -41,7 +42,21 @@ class KeyScope:
 UNSCOPED = KeyScope()
 
 
-def check_request(scope: KeyScope, req: ChatRequest, headers: Mapping[str, str]) -> ChatRequest:
+# where each API takes its output limit; embeddings produce no output tokens
+OUTPUT_LIMIT_FIELD = {
+    Endpoint.CHAT_COMPLETIONS: "max_tokens",  # every OpenAI-compatible API takes it
+    Endpoint.COMPLETIONS: "max_tokens",
+    Endpoint.RESPONSES: "max_output_tokens",
+    Endpoint.MESSAGES: "max_tokens",  # required there: never missing
+}
+
+
+def check_request(
+    scope: KeyScope,
+    req: ChatRequest,
+    headers: Mapping[str, str],
+    endpoint: Endpoint = Endpoint.CHAT_COMPLETIONS,
+) -> ChatRequest:
     """Raise the client's error when `req` (validated) asks for more than `scope` allows;
     return the request as it may go upstream (the key's output cap made explicit)."""
     if scope.models is not None:
@@ -59,7 +74,7 @@ def check_request(scope: KeyScope, req: ChatRequest, headers: Mapping[str, str])
         )
     cap = scope.max_output_tokens
     if cap is not None:
-        for name in ("max_completion_tokens", "max_tokens"):
+        for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
             value = req.body.get(name)
             if _int(value) and value > cap:
                 raise bad_request(
@@ -67,10 +82,11 @@ def check_request(scope: KeyScope, req: ChatRequest, headers: Mapping[str, str])
                     param=name,
                     code="above_key_limit",
                 )
-        if req.max_tokens is None:
+        field = OUTPUT_LIMIT_FIELD.get(endpoint)
+        if req.max_tokens is None and field is not None:
             # no limit named: the upstream's default is the model's whole output window,
-            # so the key's cap is sent (`max_tokens`: every OpenAI-compatible API takes it)
-            return dataclasses.replace(req, body={**req.body, "max_tokens": cap}, max_tokens=cap)
+            # so the key's cap is sent
+            return dataclasses.replace(req, body={**req.body, field: cap}, max_tokens=cap)
     return req
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from gateway.domain.config import Config
 from gateway.domain.pricing import PriceCatalog
 from gateway.domain.routing_settings import RoutingSettings
+from gateway.replica.endpoints.spec import model_endpoints
 
 # OpenAI's list needs a creation time; ours is the catalog's epoch, 2026-01-01
 CREATED = 1_767_225_600
@@ -22,6 +23,8 @@ def list_models(cfg: Config, routing: RoutingSettings, catalog: PriceCatalog) ->
             "object": "model",
             "created": CREATED,
             "owned_by": m.provider,
+            # the ingress APIs this model serves (its kind and its provider's wire format)
+            "costgate_endpoints": sorted(model_endpoints(cfg, m)),
         }
         entry.update(price_info(catalog, m.name))
         data.append(entry)
@@ -33,6 +36,7 @@ def list_models(cfg: Config, routing: RoutingSettings, catalog: PriceCatalog) ->
                 "object": "model",
                 "created": CREATED,
                 "owned_by": "costgate",
+                "costgate_endpoints": _alias_endpoints(cfg, [*alias.candidates]),
                 "costgate_alias": {
                     "description": alias.description,
                     "weights": {k: str(v) for k, v in weights.items()},
@@ -41,6 +45,14 @@ def list_models(cfg: Config, routing: RoutingSettings, catalog: PriceCatalog) ->
             }
         )
     return {"object": "list", "data": data}
+
+
+def _alias_endpoints(cfg: Config, candidates: list[str]) -> list[str]:
+    """What an alias serves: an API any of its candidates serves (the plan keeps those)."""
+    served: set[str] = set()
+    for name in candidates:
+        served |= model_endpoints(cfg, cfg.models_by_name[name])
+    return sorted(served)
 
 
 def price_info(catalog: PriceCatalog, model: str) -> dict[str, Any]:

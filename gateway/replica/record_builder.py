@@ -72,4 +72,6 @@ def build_record(
         list_cost_usd=priced.list_cost_usd if priced else None,
         baseline_model=baseline if priced else None,
         baseline_cost_usd=priced.baseline_cost_usd if priced else None,
+        endpoint=ex.endpoint,
+        cache_write_tokens=usage.cache_write_tokens if usage else None,
     )

@@ -1,5 +1,6 @@
 """One replica's gateway: auth, routing, the upstream call with retries and fallbacks,
-and the ledger record, for every chat completion.
+and the ledger record, for every chat completion (and OpenAI's other APIs, whose
+differences are data: `gateway.replica.endpoints.spec`).
 
 This is plain asyncio with no Ray in it, so the same object serves the Serve ingress
 (`gateway.replica.ingress`) and a plain uvicorn app in tests and benchmarks.
@@ -8,13 +9,12 @@ This is plain asyncio with no Ray in it, so the same object serves the Serve ing
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -22,29 +22,27 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from gateway.domain.config import Config, Model
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.openai_errors import OpenAIError
 from gateway.domain.pricing import PriceCatalog
 from gateway.domain.routing_settings import RoutingSettings, parse_routing, routing_from_config
 from gateway.domain.usage_record import RequestStatus, UsageSource
-from gateway.providers.adapter import MalformedReply, StreamParser
-from gateway.providers.client import (
-    UpstreamClient,
-    UpstreamFailure,
-    UpstreamReply,
-    failure_from_exception,
-    malformed,
-)
+from gateway.providers.adapter import StreamParser
+from gateway.providers.client import UpstreamClient, UpstreamReply
 from gateway.providers.registry import adapter_for
-from gateway.providers.sse import SSEDecoder
 from gateway.replica.attempts import run_attempts
 from gateway.replica.auth import KeyRing
-from gateway.replica.chat_request import parse_json_body, upstream_body, validate_chat_request
+from gateway.replica.chat_request import parse_json_body
+from gateway.replica.endpoints.spec import SPECS, serving_plan
 from gateway.replica.exchange import AttemptHooks, Exchange, RecordSink, utcnow
 from gateway.replica.key_scope import check_request
 from gateway.replica.model_list import list_models
 from gateway.replica.record_builder import build_record
 from gateway.replica.request_body import read_body
-from gateway.replica.stream_relay import relay, relay_response
+from gateway.replica.stream_relay import (
+    OpenedStream as OpenedStream,  # re-exported: gateway.replica.messages names it here
+)
+from gateway.replica.stream_relay import read_first_event, relay, relay_response
 from gateway.replica.usage_accounting import Accounted, account
 from gateway.routing.circuit_breaker import BreakerBoard
 from gateway.routing.latency_tracker import LatencyTracker
@@ -66,17 +64,6 @@ MODEL_HEADER = "x-costgate-model"
 PROVIDER_HEADER = "x-costgate-provider"
 # Serve sets its own x-request-id on every response, so ours has a name of its own
 REQUEST_ID_HEADER = "x-costgate-request-id"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class OpenedStream:
-    """A stream that answered 200 and whose first event arrived: from here on, bytes go
-    to the client and the attempt can no longer move to another model."""
-
-    response: httpx.Response
-    raw: AsyncIterator[bytes]
-    decoder: SSEDecoder
-    first: list[bytes]
 
 
 class GatewayService:
@@ -131,7 +118,9 @@ class GatewayService:
     def list_models(self) -> dict[str, Any]:
         return list_models(self.cfg, self.routing, self.catalog)
 
-    async def chat(self, request: Request) -> Response:
+    async def chat(
+        self, request: Request, endpoint: Endpoint = Endpoint.CHAT_COMPLETIONS
+    ) -> Response:
         started, started_at = time.perf_counter(), utcnow()
         try:
             caller = await self.keys.identify(request.headers.get("authorization"))
@@ -144,6 +133,7 @@ class GatewayService:
             started_at=started_at,
             caller=caller,
             requested="",
+            endpoint=endpoint,
         )
         self.hooks.inflight(1)
         streaming = False
@@ -167,10 +157,12 @@ class GatewayService:
 
     async def _chat(self, request: Request, ex: Exchange) -> Response:
         limit = self.cfg.gateway.max_body_bytes
-        req = validate_chat_request(parse_json_body(await read_body(request, limit), limit))
+        spec = SPECS[ex.endpoint]
+        req = spec.validate(parse_json_body(await read_body(request, limit), limit))
         ex.request, ex.requested, ex.stream = req, req.model, req.stream  # a refusal's row too
-        ex.request = req = check_request(ex.caller.scope, req, request.headers)
-        ex.plan = self._plan(req.model, request.headers)
+        ex.request = req = check_request(ex.caller.scope, req, request.headers, ex.endpoint)
+        plan = self._plan(req.model, request.headers)
+        ex.plan = serving_plan(plan, ex.endpoint, self.cfg, req.model)
         if req.stream:
             return await self._open_stream(ex)
         return await self._complete(ex)
@@ -225,61 +217,41 @@ class GatewayService:
 
     async def _complete(self, ex: Exchange) -> Response:
         assert ex.request is not None
-        req = ex.request
+        req, spec = ex.request, SPECS[ex.endpoint]
 
         async def call(model: Model) -> UpstreamReply:
-            return await self.upstream.complete(model, upstream_body(req, model.upstream_model))
+            build, parse = spec.wire(adapter_for(self.cfg.provider(model.provider)))
+            body = spec.upstream_body(req, model.upstream_model)
+            return await self.upstream.complete(model, body, build, parse)
 
         reply = (await self._attempts(ex, call)).reply
         body = reply.body
         body["model"] = ex.requested
         accounted = account(
             reply.usage,
-            messages=req.body.get("messages"),
+            messages=spec.prompt(req.body),
             completion=reply.text,
             model=ex.model.upstream_model if ex.model else None,
         )
-        self._finish(ex, RequestStatus.OK, 200, None, accounted)
+        self._finish(ex, *spec.settle(RequestStatus.OK, 200, None, body.get("status")), accounted)
         return JSONResponse(body, headers=self._headers(ex))
 
     # -- streaming ------------------------------------------------------------------------
 
     async def _open_stream(self, ex: Exchange) -> Response:
         assert ex.request is not None
-        req = ex.request
+        req, spec = ex.request, SPECS[ex.endpoint]
 
         async def call(model: Model) -> OpenedStream:
-            response = await self.upstream.open_stream(
-                model, upstream_body(req, model.upstream_model)
-            )
-            provider = self.cfg.provider(model.provider)
-            # Read up to the first event before answering 200: until a byte reaches the
-            # client, a reset or a broken first chunk can still be retried elsewhere.
-            raw = response.aiter_raw()
-            decoder = SSEDecoder()
-            first: list[bytes] = []
-            try:
-                while not first:
-                    chunk = await anext(raw)
-                    first.extend(decoder.feed(chunk))
-            except StopAsyncIteration:
-                await response.aclose()
-                raise malformed(provider, "an empty stream") from None
-            except UpstreamFailure:
-                await response.aclose()
-                raise
-            except MalformedReply as err:
-                await response.aclose()
-                raise malformed(provider, str(err)) from None
-            except Exception as err:  # noqa: BLE001 - classified for the retry policy
-                await response.aclose()
-                raise failure_from_exception(err, provider) from None
-            return OpenedStream(response, raw, decoder, first)
+            build, _ = spec.wire(adapter_for(self.cfg.provider(model.provider)))
+            body = spec.upstream_body(req, model.upstream_model)
+            response = await self.upstream.open_stream(model, body, build)
+            return await read_first_event(response, self.cfg.provider(model.provider))
 
         opened = await self._attempts(ex, call)
         response = opened.response
         assert ex.model is not None and ex.request is not None
-        messages, upstream_model = ex.request.body.get("messages"), ex.model.upstream_model
+        messages, upstream_model = spec.prompt(ex.request.body), ex.model.upstream_model
 
         def on_end(
             status: RequestStatus, http_status: int, error_class: str | None, parser: StreamParser
@@ -290,7 +262,8 @@ class GatewayService:
             accounted = account(
                 parser.usage, messages=messages, completion=parser.text(), model=upstream_model
             )
-            self._finish(ex, status, http_status, error_class, accounted)
+            outcome = spec.settle(status, http_status, error_class, getattr(parser, "status", None))
+            self._finish(ex, *outcome, accounted)
 
         provider = self.cfg.provider(ex.model.provider)
         stream = relay(
@@ -299,9 +272,10 @@ class GatewayService:
             opened.raw,
             opened.decoder,
             opened.first,
-            adapter_for(provider).stream_parser(),
+            spec.stream_parser(adapter_for(provider)),
             provider,
             on_end,
+            spec.stream_format,
         )
         return relay_response(
             stream, ex, on_abandon=lambda: self._abandon(ex, response), headers=self._headers(ex)
@@ -315,15 +289,15 @@ class GatewayService:
             RequestStatus.CANCELLED,
             200,
             "client_disconnected",
-            account(
-                None,
-                messages=ex.request.body.get("messages") if ex.request else None,
-                completion="",
-            ),
+            account(None, messages=self._prompt(ex), completion=""),
         )
         asyncio.get_running_loop().create_task(response.aclose())
 
     # -- responses and records --------------------------------------------------------------
+
+    def _prompt(self, ex: Exchange) -> list[Any] | None:
+        """What an estimate counts of the request's prompt (None before it was read)."""
+        return SPECS[ex.endpoint].prompt(ex.request.body) if ex.request else None
 
     def _headers(self, ex: Exchange) -> dict[str, str]:
         headers = {REQUEST_ID_HEADER: str(ex.request_id)}
@@ -348,8 +322,7 @@ class GatewayService:
 
     def _finish_cancelled(self, ex: Exchange) -> None:
         """A request cut off before its answer: the prompt counts if an upstream saw it."""
-        messages = ex.request.body.get("messages") if ex.request else None
-        accounted = account(None, messages=messages, completion="")
+        accounted = account(None, messages=self._prompt(ex), completion="")
         self._finish(ex, RequestStatus.CANCELLED, 499, "client_disconnected", accounted)
 
     def _finish(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from fastapi.responses import StreamingResponse
 from gateway.domain.config import Provider
 from gateway.domain.usage_record import RequestStatus
 from gateway.providers.adapter import MalformedReply, StreamParser
-from gateway.providers.client import failure_from_exception
+from gateway.providers.client import UpstreamFailure, failure_from_exception, malformed
 from gateway.providers.sse import DONE, SSEDecoder, encode_event
 from gateway.replica.exchange import Exchange
 from gateway.routing.retry_policy import FailureReason
@@ -92,6 +93,26 @@ def stream_error(message: str) -> bytes:
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientFormat:
+    """How one API's relayed events are written for its client: each event (None: send
+    nothing), the stream's closing event if it has one, and an error once bytes are out."""
+
+    encode: Callable[[dict[str, Any], str, bool], bytes | None]  # event, model, usage?
+    done: bytes | None
+    error: Callable[[str], bytes]
+
+
+# chat completions and legacy completions: `data:` chunks, closed by [DONE]
+CHAT_FORMAT = ClientFormat(
+    encode=lambda chunk, model, usage: client_chunk(
+        chunk, public_model=model, include_usage=usage
+    ),
+    done=encode_event(DONE),
+    error=stream_error,
+)
+
+
 async def relay(
     ex: Exchange,
     response: httpx.Response,
@@ -101,6 +122,7 @@ async def relay(
     parser: StreamParser,
     provider: Provider,
     on_end: Outcome,
+    fmt: ClientFormat = CHAT_FORMAT,
 ) -> AsyncIterator[bytes]:
     assert ex.request is not None
     ex.relay_started = True
@@ -123,9 +145,7 @@ async def relay(
                     # that hangs up right after [DONE] did not cancel anything
                     status, error_class = RequestStatus.OK, None
                 for chunk in chunks:
-                    out = client_chunk(
-                        chunk, public_model=public_model, include_usage=include_usage
-                    )
+                    out = fmt.encode(chunk, public_model, include_usage)
                     if out is not None:
                         if ex.ttft_ms is None:
                             ex.ttft_ms = ex.elapsed_ms()
@@ -133,7 +153,8 @@ async def relay(
                 if done:
                     if ex.ttft_ms is None:
                         ex.ttft_ms = ex.elapsed_ms()
-                    yield encode_event(DONE)
+                    if fmt.done is not None:
+                        yield fmt.done
                     break
             if done:
                 await _drain(raw)
@@ -152,29 +173,65 @@ async def relay(
         else:
             status, http_status = RequestStatus.UPSTREAM_ERROR, 502
             error_class = FailureReason.RESET.value
-            yield stream_error("the upstream stream ended early")
+            yield fmt.error("the upstream stream ended early")
     except TimeoutError as err:
         if loop.time() < deadline:  # not ours: a transport's own timeout
             failure = failure_from_exception(err, provider)
             status, http_status, error_class = RequestStatus.UPSTREAM_ERROR, 502, failure.reason
-            yield stream_error(f"upstream stream failed: {failure.message}")
+            yield fmt.error(f"upstream stream failed: {failure.message}")
         else:
             status, http_status = RequestStatus.UPSTREAM_ERROR, 504
             error_class = STREAM_DEADLINE
-            yield stream_error(
+            yield fmt.error(
                 f"the upstream stream ran past its {provider.timeouts.stream_total:g} s deadline"
             )
     except MalformedReply:
         status, http_status = RequestStatus.UPSTREAM_ERROR, 502
         error_class = FailureReason.MALFORMED.value
-        yield stream_error("the upstream sent a malformed chunk")
+        yield fmt.error("the upstream sent a malformed chunk")
     except (httpx.HTTPError, OSError) as err:
         failure = failure_from_exception(err, provider)
         status, http_status, error_class = RequestStatus.UPSTREAM_ERROR, 502, failure.reason
-        yield stream_error(f"upstream stream failed: {failure.message}")
+        yield fmt.error(f"upstream stream failed: {failure.message}")
     finally:
         on_end(status, http_status, error_class, parser)
         await response.aclose()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpenedStream:
+    """A stream that answered 200 and whose first event arrived: from here on, bytes go
+    to the client and the attempt can no longer move to another model."""
+
+    response: httpx.Response
+    raw: AsyncIterator[bytes]
+    decoder: SSEDecoder
+    first: list[bytes]
+
+
+async def read_first_event(response: httpx.Response, provider: Provider) -> OpenedStream:
+    """Read up to the first event before answering 200: until a byte reaches the client,
+    a reset or a broken first chunk can still be retried elsewhere."""
+    raw = response.aiter_raw()
+    decoder = SSEDecoder()
+    first: list[bytes] = []
+    try:
+        while not first:
+            chunk = await anext(raw)
+            first.extend(decoder.feed(chunk))
+    except StopAsyncIteration:
+        await response.aclose()
+        raise malformed(provider, "an empty stream") from None
+    except UpstreamFailure:
+        await response.aclose()
+        raise
+    except MalformedReply as err:
+        await response.aclose()
+        raise malformed(provider, str(err)) from None
+    except Exception as err:  # noqa: BLE001 - classified for the retry policy
+        await response.aclose()
+        raise failure_from_exception(err, provider) from None
+    return OpenedStream(response, raw, decoder, first)
 
 
 def relay_response(

@@ -49,7 +49,8 @@ class Verdict:
     affects_health: bool
 
 
-_RETRY_STATUSES = {500, 502, 503, 504}
+# 529: Anthropic's "overloaded", its 503
+_RETRY_STATUSES = {500, 502, 503, 504, 529}
 
 
 def classify(outcome: int | BaseException) -> Verdict | None:

@@ -95,3 +95,10 @@ def test_the_team_scope_never_comes_from_the_url():
     f = from_query_params({"team": "a", "team_scope": "b"}, TODAY)
     assert f.teams == ("a",) and f.team_scope is None
     assert "team_scope" not in to_query_params(Filters(TODAY, TODAY, team_scope="b"))
+
+
+def test_the_endpoint_filter_travels_in_the_url():
+    f = Filters(dt.date(2026, 11, 1), dt.date(2026, 11, 7), endpoints=("embeddings", "responses"))
+    params = to_query_params(f)
+    assert params["endpoint"] == "embeddings,responses"
+    assert from_query_params(params, TODAY) == f

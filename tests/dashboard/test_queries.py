@@ -234,3 +234,15 @@ def test_ledger_bounds_and_no_rollup_before_the_first_request(
 def test_an_empty_ledger_has_no_bounds(database_url, empty_usage):
     st.cache_data.clear()
     assert queries.ledger_bounds(database_url) == (None, None)
+
+
+def test_the_endpoint_is_a_filter_and_its_totals_reconcile(seeded, ledger_engine):
+    values = queries.dimension_values(seeded)
+    assert {"chat.completions", "responses"} <= set(values["endpoint"])
+    f = Filters(END.date() - dt.timedelta(days=29), END.date(), endpoints=("responses",))
+    cube = queries.cube(seeded, f)
+    assert set(cube["endpoint"]) == {"responses"}
+    t = totals(cube)
+    sums = sql_sums(ledger_engine, "endpoint = 'responses'")
+    assert t.requests == sums["requests"] > 50
+    assert t.spend_usd == sums["spend"] and t.tokens == sums["tokens"]

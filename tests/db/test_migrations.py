@@ -13,7 +13,8 @@ from sqlalchemy import inspect, make_url
 
 from db.engine import libpq_url, make_engine
 from db.migrate import current_revision, downgrade, head_revision, upgrade
-from db.models import REQUEST_STATUSES, USAGE_SOURCES, Base
+from db.models import ENDPOINTS, REQUEST_STATUSES, USAGE_SOURCES, Base
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.usage_record import RequestStatus, UsageSource
 
 
@@ -78,3 +79,21 @@ def test_autogenerate_finds_no_difference_between_models_and_migrations(
 def test_check_constraints_allow_exactly_the_record_vocabularies() -> None:
     assert set(REQUEST_STATUSES) == {s.value for s in RequestStatus}
     assert set(USAGE_SOURCES) == {s.value for s in UsageSource}
+    assert set(ENDPOINTS) == {e.value for e in Endpoint}
+
+
+def test_rows_from_before_0003_become_chat_completions(empty_database: str) -> None:
+    upgrade(empty_database, "0002")
+    with psycopg.connect(libpq_url(empty_database), autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO usage_records (request_id, started_at, ended_at, app, requested_model,"
+            " stream, status, http_status, usage_source, latency_ms, attempts) VALUES"
+            " (gen_random_uuid(), now(), now(), 'a', 'gpt-4.1', false, 'ok', 200,"
+            " 'provider', 5, 1)"
+        )
+    upgrade(empty_database)
+    with psycopg.connect(libpq_url(empty_database), autocommit=True) as conn:
+        row = conn.execute("SELECT endpoint, cache_write_tokens FROM usage_records").fetchone()
+        assert row == ("chat.completions", None)
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("UPDATE usage_records SET endpoint = 'images'")

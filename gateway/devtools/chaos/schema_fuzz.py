@@ -21,6 +21,10 @@ from gateway.devtools.chaos.load import CLIENT_ID_HEADER, REQUEST_ID_HEADER, Out
 from gateway.devtools.chaos.report import ScenarioResult
 
 CHAT_PATH = "/v1/chat/completions"
+# every route that records usage: each of their answers with an id has its one row
+RECORDING_PATHS = frozenset(
+    {CHAT_PATH, "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages"}
+)
 CHAT_REQUEST: dict[str, Any] = {
     "type": "object",
     "required": ["model", "messages"],
@@ -99,7 +103,7 @@ def fuzz(schema: dict[str, Any], base_url: str, headers: dict[str, str], example
                       phases=[Phase.generate], derandomize=False)  # fmt: skip
             @given(case=operation.as_strategy(generation_mode=mode))
             def call(case: Any) -> None:
-                kind = "chat" if case.path == CHAT_PATH else "other"
+                kind = "rec" if case.path in RECORDING_PATHS else "other"
                 client_id = f"{prefix}-{kind}-{len(outcomes)}"
                 t0 = time.time()
                 status, rid, error = None, None, None
@@ -127,8 +131,8 @@ def run(ctx: Context) -> ScenarioResult:
     outcomes, per_status = fuzz(with_chat_body(schema), ctx.stack.gateway_url,
                                 {"Authorization": f"Bearer {ctx.key(name)}"},
                                 ctx.sizes.fuzz_examples, name)  # fmt: skip
-    # only chat completions record usage: the other routes' answers have no row to match
-    chat = [o for o in outcomes if o.client_id.startswith(f"{name}-chat-")]
+    # only the model APIs record usage: the other routes' answers have no row to match
+    chat = [o for o in outcomes if o.client_id.startswith(f"{name}-rec-")]
     result, acc = finish(ctx, name, chat, since, started, settle_s=20)
     result.sent = len(outcomes)
     result.answered_2xx = sum(1 for o in outcomes if o.answered_2xx)
@@ -137,8 +141,8 @@ def run(ctx: Context) -> ScenarioResult:
     result.no_answer = sum(1 for o in outcomes if o.status is None)
     ops = sorted(schema.get("paths", {}))
     result.notes.insert(0, f"schema {how}: {len(ops)} paths ({', '.join(ops)}); "
-                           f"{len(chat)} of the {len(outcomes)} requests were chat completions, "
-                           "the route that records; rows are counted for those")
+                           f"{len(chat)} of the {len(outcomes)} requests were on the model APIs, "
+                           "the routes that record; rows are counted for those")
     five = {k: v for k, v in per_status.items() if k.rsplit(" ", 1)[-1].startswith("5")}
     if five:
         result.notes.append(f"5xx answers: {dict(five)}")

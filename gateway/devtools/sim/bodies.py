@@ -56,6 +56,8 @@ class ChunkEncoder:
     """Encodes one stream's `data: ...` events (as str: the caller encodes each write once);
     `usage: null` on each when usage was asked for, like OpenAI."""
 
+    done = DONE  # what ends the stream (other formats' encoders end with nothing)
+
     def __init__(self, request_id: str, created: int, model: str, include_usage: bool):
         self._head = (
             f'data: {{"id":"{request_id}","object":"chat.completion.chunk",'

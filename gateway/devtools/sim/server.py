@@ -4,6 +4,9 @@ Starlette on uvicorn (uvloop + httptools), because the gateway's overhead is mea
 the difference against this server: it must add as little as it can. Routes:
 
   POST /v1/chat/completions, POST /{provider}/v1/chat/completions
+  POST [/{provider}]/v1/completions, /v1/embeddings, /v1/responses   (openai_apis/routes.py)
+  POST [/{provider}]/v1/messages                       Anthropic's Messages (native/routes.py)
+  POST [/{provider}]/v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse
   GET  /v1/models, GET /{provider}/v1/models
   GET|PUT|DELETE /_sim/faults      faults at run time (PUT {"model", "kind", ...})
   GET|PUT|DELETE /_sim/behaviour   latency and length overrides per model
@@ -30,6 +33,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from gateway.devtools.sim import bodies, control
 from gateway.devtools.sim.behaviour import ReplyPlan, plan_reply
 from gateway.devtools.sim.faults import ActiveFault
+from gateway.devtools.sim.native.routes import NativeRoutes
+from gateway.devtools.sim.openai_apis.routes import OpenAIRoutes
 from gateway.devtools.sim.request import ChatRequest, InvalidRequest, parse_chat_request
 from gateway.devtools.sim.responses import (
     JSON,
@@ -71,7 +76,7 @@ async def _stream(request: Request, plan: ReplyPlan, encoder: bodies.ChunkEncode
         await asyncio.sleep(plan.ttft_s)
         out = [encoder.opening(c) for c in plan.choices]
         if fault == "malformed":
-            yield "".join([*out, encoder.broken(), bodies.DONE]).encode()
+            yield "".join([*out, encoder.broken(), encoder.done]).encode()
             return
         first_at = start + plan.ttft_s
         cut_after = plan.longest // 2 + 1 if fault == "mid_stream_reset" else plan.longest
@@ -98,7 +103,7 @@ async def _stream(request: Request, plan: ReplyPlan, encoder: bodies.ChunkEncode
         out.extend(encoder.closing(c) for c in plan.choices)
         if encoder.include_usage and fault != "no_usage":
             out.append(encoder.usage(plan))
-        out.append(bodies.DONE)
+        out.append(encoder.done)
         yield "".join(out).encode()
     finally:
         state.stats.streams_open -= 1
@@ -204,6 +209,10 @@ def build_app(settings: SimSettings, served_models: tuple[str, ...] = ()) -> Sta
         Route("/{provider}/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/{provider}/v1/models", list_models, methods=["GET"]),
+        # Anthropic's Messages and Gemini's generateContent, on the same plans and faults
+        *NativeRoutes(_stream, _early_fault).routes(),
+        # legacy completions, embeddings and Responses, on the same plans and faults
+        *OpenAIRoutes(_stream, _early_fault).routes(),
         Route("/_sim/faults", control.faults, methods=["GET", "PUT", "DELETE"]),
         Route("/_sim/behaviour", control.behaviour, methods=["GET", "PUT", "DELETE"]),
         Route("/_sim/stats", control.stats, methods=["GET"]),

@@ -86,3 +86,17 @@ def test_table_shows_the_clients_cpu_per_request_when_measured():
 def test_table_leaves_ttft_out_without_streams():
     s = summarize("direct", "u", "m", [Sample(0.01)], 1.0)
     assert "ttft" not in render_table(build_report({}, [s]))
+
+
+def test_each_api_gets_its_own_overhead_row_side_by_side():
+    def target(name: str, seconds: float):
+        return summarize(name, "u", "m", [Sample(seconds)] * 10, duration_s=1.0)
+
+    report = build_report({}, [target("direct", 0.010), target("gateway", 0.011),
+                               target("direct:responses", 0.010),
+                               target("gateway:responses", 0.0125)])
+    assert report["overhead_ms"]["latency_ms"]["p50"] == pytest.approx(1.0)
+    by_endpoint = report["overhead_ms_by_endpoint"]
+    assert by_endpoint["responses"]["latency_ms"]["p50"] == pytest.approx(2.5)
+    table = render_table(report)
+    assert "overhead:responses" in table and "+2.50" in table

@@ -5,7 +5,13 @@ import random
 import threading
 import time
 
-from gateway.devtools.traffic import DEFAULT_ALIASES, default_models, plan_call, run_traffic
+from gateway.devtools.traffic import (
+    DEFAULT_ALIASES,
+    default_models,
+    embedding_models,
+    plan_call,
+    run_traffic,
+)
 from gateway.domain.config import load_config
 
 SIM_MODELS = ["gpt-4o-mini", "deepseek-chat", "gemini-2.5-flash"]
@@ -51,7 +57,7 @@ async def test_traffic_defaults_to_the_configs_names_and_reports_progress(sim):
     summary = await run_traffic(sim.base_url + "/v1", ["k"], config, max_requests=20,
                                 log_every=10, on_progress=lines.append, seed=3)
     assert summary.sent == 20
-    assert set(summary.models) <= set(default_models(config))
+    assert set(summary.models) <= set(default_models(config)) | set(embedding_models(config))
     # the sim knows upstream ids only: aliases and other public names are 404s there
     upstream_ids = {m.upstream_model for m in config.models}
     unknown = sum(n for m, n in summary.models.items() if m not in upstream_ids)
@@ -91,4 +97,29 @@ async def test_traffic_counts_errors_and_keeps_going(sim):
     summary = await run_traffic(sim.base_url + "/v1", models=["deepseek-chat"],
                                 max_requests=10, concurrency=2)
     assert summary.sent == 10
-    assert summary.errors == {"InternalServerError(503)": 10}
+    # each SDK names the 503 its own way (openai's InternalServerError, anthropic's
+    # ServiceUnavailableError); every call failed with it
+    assert sum(summary.errors.values()) == 10
+    assert all(name.endswith("(503)") for name in summary.errors)
+
+
+def test_the_mix_uses_every_api_and_embeds_only_on_embedding_models():
+    rng = random.Random(5)
+    calls = [plan_call(rng, ["auto", "gpt-4.1"], 2, ["text-embedding-3-small"])
+             for _ in range(2000)]
+    endpoints = {c.endpoint for c in calls}
+    assert endpoints == {"chat.completions", "responses", "completions", "embeddings",
+                         "messages"}
+    embeds = [c for c in calls if c.endpoint == "embeddings"]
+    assert all(c.model == "text-embedding-3-small" and not c.stream for c in embeds)
+    assert all(c.model != "text-embedding-3-small" for c in calls if c not in embeds)
+
+
+async def test_traffic_through_the_sim_succeeds_on_every_api(sim):
+    config = load_config(sim.config_path)  # its embedding model, for the embeddings
+    summary = await run_traffic(sim.base_url + "/v1", ["k"], config, models=["gpt-4o-mini"],
+                                max_requests=120, concurrency=4, seed=3, log_every=0)
+    assert set(summary.models) == {"gpt-4o-mini", "text-embedding-3-small"}
+    assert set(summary.endpoints) == {"chat.completions", "responses", "completions",
+                                      "embeddings", "messages"}
+    assert sum(summary.errors.values()) == 0, summary.errors

@@ -137,7 +137,7 @@ def test_a_secret_pasted_where_its_variable_belongs_is_not_echoed(change, path):
 
 
 def test_each_head_gets_its_own_replica_port_range_clear_of_workers_and_ephemeral_ports():
-    from gateway.domain.config import REPLICA_PORTS, RayOptions
+    from gateway.domain.ray_options import REPLICA_PORTS, RayOptions
 
     ranges = {}
     # the default, the chaos stacks' heads and the test sessions' heads
@@ -154,9 +154,25 @@ def test_each_head_gets_its_own_replica_port_range_clear_of_workers_and_ephemera
 
 
 def test_the_fallback_proxy_ports_follow_the_head_port_and_must_not_collide():
-    from gateway.domain.config import RayOptions
+    from gateway.domain.ray_options import RayOptions
 
     ports = RayOptions(head_port=18010).ports()
     assert (ports["fallback_proxy_port"], ports["fallback_grpc_port"]) == (18017, 18018)
     with pytest.raises(ValueError, match="both 18015"):
         RayOptions(head_port=18010, dashboard_port=18015, fallback_proxy_port=18015)
+
+
+def test_an_alias_cannot_mix_chat_and_embedding_models():
+    def change(d):
+        d["aliases"]["fast"]["candidates"]["text-embedding-3-small"] = 5
+
+    with pytest.raises(ConfigError, match="aliases.fast: mixes chat and embedding models"):
+        parse_config(broken(change))
+
+
+def test_a_fallback_must_be_a_model_of_the_same_kind():
+    def change(d):
+        d["models"][0]["fallbacks"] = ["text-embedding-3-small"]
+
+    with pytest.raises(ConfigError, match="'text-embedding-3-small' is a embedding model"):
+        parse_config(broken(change))

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from gateway.domain.config import default_config_path, load_config, parse_config
+from gateway.domain.config import ConfigError, default_config_path, load_config, parse_config
 from gateway.domain.pricing import (
+    TOKEN_CLASSES,
     PriceCatalog,
     PriceUnavailable,
     TokenUsage,
@@ -150,7 +151,7 @@ def test_version_ids_are_deterministic_and_change_with_any_price_or_rate() -> No
 
 def test_example_config_versions_are_unique_per_model(catalog: PriceCatalog) -> None:
     ids = {v.id for v in catalog.versions.values()}
-    assert len(ids) == len(catalog.versions) == 12
+    assert len(ids) == len(catalog.versions) == 13
 
 
 def test_unknown_model_has_no_price_and_unknown_baseline_gives_no_baseline_cost(
@@ -181,3 +182,39 @@ def test_billed_prices_in_usd_for_the_models_listing(catalog: PriceCatalog) -> N
 def test_inconsistent_usage_is_rejected(kwargs: dict[str, int]) -> None:
     with pytest.raises(ValueError):
         TokenUsage(**kwargs)
+
+
+def test_each_token_class_is_priced_at_its_own_rate_and_they_sum_to_the_cost(
+    catalog: PriceCatalog,
+) -> None:
+    usage = TokenUsage(
+        prompt_tokens=10_000,
+        cached_prompt_tokens=4_000,
+        cache_write_tokens=2_000,
+        completion_tokens=1_000,
+        reasoning_tokens=400,
+    )
+    rates = catalog.version("claude-sonnet-4.5").list_rates  # type: ignore[union-attr]
+    classes = rates.class_costs(usage)
+    # 4,000 uncached at $3, 4,000 cached at $0.30, 2,000 written at $3.75, 600 visible
+    # output and 400 reasoning at $15 (no reasoning rate: the output rate), per 1M
+    assert classes == {
+        "input": D("0.012"),
+        "cached_input": D("0.0012"),
+        "cache_write": D("0.0075"),
+        "output": D("0.009"),
+        "reasoning": D("0.006"),
+    }
+    assert tuple(classes) == TOKEN_CLASSES
+    assert catalog.price("claude-sonnet-4.5", usage).list_cost_usd == D("0.0357")
+
+
+def test_an_embedding_is_billed_on_its_input_tokens_only(catalog: PriceCatalog) -> None:
+    p = catalog.price("text-embedding-3-small", TokenUsage(prompt_tokens=1_000_000))
+    assert (p.list_cost_usd, p.actual_cost_usd) == (D("0.02"), D("0.02"))
+
+
+def test_an_embedding_model_may_leave_out_its_output_price_a_chat_model_may_not() -> None:
+    _catalog([{"name": "emb", "kind": "embedding", "list_prices": {"input": "0.13"}}])
+    with pytest.raises(ConfigError, match="list_prices.output is required for a chat model"):
+        _catalog([{"name": "chat", "list_prices": {"input": "1"}}])

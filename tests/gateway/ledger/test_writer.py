@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.usage_record import UsageRecord
 from gateway.ledger.rows import COLUMNS
 from gateway.ledger.writer import RecordWriter
@@ -48,6 +49,21 @@ async def test_a_record_is_stored_exactly_as_submitted(
     assert stored["fallback_path"] == ["gemini-2.5-flash", "deepseek-v3.2"]
     assert stored["actual_cost"] == Decimal("0.0004116000")
     assert UsageRecord.from_dict({**expected, **_jsonish(stored)}) == record
+
+
+async def test_the_endpoint_and_cache_write_tokens_are_stored(
+    database_url: str, ledger_engine: Engine, writer_factory: Callable[..., RecordWriter]
+) -> None:
+    w = writer_factory(database_url)
+    await w.start()
+    w.submit(make_record(endpoint=Endpoint.RESPONSES, cache_write_tokens=300))
+    w.submit(make_record(endpoint=Endpoint.EMBEDDINGS, completion_tokens=0, reasoning_tokens=0))
+    await wait_until(lambda: w.stats()["written"] == 2)
+    with ledger_engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT endpoint, cache_write_tokens FROM usage_records ORDER BY endpoint")
+        ).all()
+    assert [tuple(r) for r in rows] == [("embeddings", None), ("responses", 300)]
 
 
 def _jsonish(row: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@ from decimal import Decimal
 
 import pytest
 
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.usage_record import RequestStatus, UsageSource
 from gateway.metrics.hub import HubState
 from gateway.metrics.replica import LocalHubClient, ReplicaMetrics, render_metrics
@@ -31,6 +32,18 @@ async def test_requests_tokens_and_money_from_two_replicas_add_up():
     assert total(text, "costgate_cost_usd_total") == pytest.approx(3 * 0.0000512)
     assert total(text, "costgate_request_duration_seconds_count") == 3
     assert total(text, "costgate_time_to_first_token_seconds_count") == 1
+
+
+async def test_requests_are_counted_by_the_api_they_called():
+    hub = LocalHubClient()
+    r = _replica(hub)
+    r.observe_request(make_record())
+    r.observe_request(make_record(endpoint=Endpoint.EMBEDDINGS, completion_tokens=0))
+    r.observe_request(make_record(endpoint=Endpoint.RESPONSES))
+    await r.push()
+    text = await hub.render()
+    for endpoint in ("chat.completions", "embeddings", "responses"):
+        assert total(text, "costgate_requests_total", endpoint=endpoint) == 1
 
 
 async def test_savings_are_split_so_both_counters_only_grow():

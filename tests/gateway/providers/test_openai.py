@@ -8,9 +8,15 @@ import json
 import pytest
 
 from gateway.domain.config import Provider
-from gateway.providers.adapter import MalformedReply
-from gateway.providers.openai import OpenAIAdapter, completion_text, usage_from_openai
-from gateway.providers.registry import adapter_for
+from gateway.domain.endpoints import Endpoint
+from gateway.providers.adapter import EndpointAdapter, MalformedReply
+from gateway.providers.openai import (
+    OpenAIAdapter,
+    ResponsesStreamParser,
+    completion_text,
+    usage_from_openai,
+)
+from gateway.providers.registry import adapter_for, endpoints_of
 
 PROVIDER = Provider(name="relay", base_url="http://127.0.0.1:9/v1/", api_key_env="RELAY_KEY")
 
@@ -112,3 +118,88 @@ def test_a_chunk_that_is_not_a_json_object_is_malformed():
         parser.feed(b"{broken")
     with pytest.raises(MalformedReply):
         parser.feed(b"[1]")
+
+
+# -- the other OpenAI APIs ------------------------------------------------------------------
+RESPONSE_USAGE = {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 64},
+                  "output_tokens": 30, "output_tokens_details": {"reasoning_tokens": 12},
+                  "total_tokens": 150}
+
+
+def test_the_adapter_declares_and_routes_each_openai_api_to_its_path():
+    adapter = OpenAIAdapter()
+    assert isinstance(adapter, EndpointAdapter)
+    assert endpoints_of(adapter) == {Endpoint.CHAT_COMPLETIONS, Endpoint.COMPLETIONS,
+                                     Endpoint.EMBEDDINGS, Endpoint.RESPONSES,
+                                     Endpoint.MESSAGES}  # Messages: translated to chat
+    for endpoint, path in [(Endpoint.EMBEDDINGS, "/embeddings"),
+                           (Endpoint.COMPLETIONS, "/completions"),
+                           (Endpoint.RESPONSES, "/responses")]:
+        wire = adapter.endpoint_request(PROVIDER, endpoint, {"model": "m", "x": 1}, "sk-k")
+        assert wire.url == "http://127.0.0.1:9/v1" + path
+        assert wire.headers["authorization"] == "Bearer sk-k"
+        assert json.loads(wire.content) == {"model": "m", "x": 1}
+
+
+def test_embeddings_usage_is_input_tokens_only():
+    body = {"object": "list", "data": [{"embedding": [0.1]}],
+            "usage": {"prompt_tokens": 7, "total_tokens": 7}}
+    reply = OpenAIAdapter().parse_endpoint(Endpoint.EMBEDDINGS, json.dumps(body).encode())
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (7, 0)
+    with pytest.raises(MalformedReply):
+        OpenAIAdapter().parse_endpoint(Endpoint.EMBEDDINGS, b'{"object": "list"}')
+
+
+def test_a_response_body_gives_its_usage_by_class_and_its_text():
+    body = {"object": "response", "status": "completed", "usage": RESPONSE_USAGE, "output": [
+        {"type": "reasoning", "summary": []},
+        {"type": "message", "content": [{"type": "output_text", "text": "Hello"}]},
+        {"type": "function_call", "name": "f", "arguments": '{"a":1}'}]}
+    reply = OpenAIAdapter().parse_endpoint(Endpoint.RESPONSES, json.dumps(body).encode())
+    u = reply.usage
+    assert (u.prompt_tokens, u.cached_prompt_tokens, u.completion_tokens, u.reasoning_tokens) \
+        == (120, 64, 30, 12)
+    assert reply.text == 'Hello{"a":1}'
+    with pytest.raises(MalformedReply):
+        OpenAIAdapter().parse_endpoint(Endpoint.RESPONSES, b'{"object": "response"}')
+
+
+def test_a_legacy_completion_gives_its_text_and_usage():
+    body = {"object": "text_completion", "choices": [{"text": "abc"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    reply = OpenAIAdapter().parse_endpoint(Endpoint.COMPLETIONS, json.dumps(body).encode())
+    assert reply.text == "abc" and reply.usage.completion_tokens == 2
+
+
+def _event(kind: str, **fields) -> bytes:
+    return json.dumps({"type": kind, **fields}).encode()
+
+
+@pytest.mark.parametrize("terminal", ["response.completed", "response.incomplete",
+                                      "response.failed"])
+def test_a_responses_stream_takes_its_usage_from_the_terminal_event(terminal):
+    parser = OpenAIAdapter().endpoint_stream_parser(Endpoint.RESPONSES)
+    assert isinstance(parser, ResponsesStreamParser)
+    parser.feed(_event("response.created", response={"status": "in_progress", "usage": None}))
+    parser.feed(_event("response.output_text.delta", delta="Hel"))
+    parser.feed(_event("response.output_text.delta", delta="lo"))
+    assert parser.usage is None and not parser.done
+    status = terminal.split(".")[1]
+    relayed = parser.feed(_event(terminal, response={"status": status, "usage": RESPONSE_USAGE}))
+    assert relayed[0]["type"] == terminal  # events pass through as they are
+    assert parser.done and parser.finished and parser.status == status
+    assert parser.usage.prompt_tokens == 120 and parser.text() == "Hello"
+
+
+def test_a_responses_event_without_a_type_is_malformed():
+    with pytest.raises(MalformedReply):
+        ResponsesStreamParser().feed(b'{"delta": "x"}')
+    with pytest.raises(MalformedReply):
+        ResponsesStreamParser().feed(b"not json")
+
+
+def test_legacy_completion_chunks_count_their_text():
+    parser = OpenAIAdapter().endpoint_stream_parser(Endpoint.COMPLETIONS)
+    parser.feed(json.dumps({"choices": [{"text": "ab", "finish_reason": None}]}).encode())
+    parser.feed(json.dumps({"choices": [{"text": "c", "finish_reason": "stop"}]}).encode())
+    assert parser.text() == "abc" and parser.finished

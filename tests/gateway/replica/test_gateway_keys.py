@@ -49,6 +49,16 @@ def config(**gateway: Any) -> Config:
     return parse_config(data)
 
 
+def native_answer(request: httpx.Request) -> httpx.Response:
+    """A completion in the format of the upstream asked: `fast` has a Gemini model."""
+    if ":generateContent" in request.url.path:
+        return httpx.Response(200, json={"responseId": "r", "candidates": [{
+            "index": 0, "finishReason": "STOP",
+            "content": {"role": "model", "parts": [{"text": "Hello!"}]}}],
+            "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 3}})
+    return httpx.Response(200, json=completion())
+
+
 @pytest.fixture
 async def make(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Callable[..., Harness]]:
     for env in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY",
@@ -57,7 +67,7 @@ async def make(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Callable[..., H
     made: list[Harness] = []
 
     def build(cfg: Config | None = None, **kw: Any) -> Harness:
-        made.append(Harness(lambda _: httpx.Response(200, json=completion()), cfg,
+        made.append(Harness(native_answer, cfg,
                             keys=KEYS, key=None, **kw))
         return made[-1]
 

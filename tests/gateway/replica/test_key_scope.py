@@ -100,3 +100,13 @@ def test_expiry_is_the_moment_itself():
     assert not scope.expired(at - dt.timedelta(microseconds=1))
     assert scope.expired(at) and scope.expired(at + dt.timedelta(days=1))
     assert not UNSCOPED.expired(at)
+
+
+def test_a_responses_output_cap_is_held_to_the_keys_cap_too():
+    from gateway.replica.endpoints.requests import validate_responses_request
+
+    capped = KeyScope(max_output_tokens=100)
+    req = validate_responses_request({"model": "m", "input": "x", "max_output_tokens": 101})
+    with pytest.raises(OpenAIError) as err:
+        check_request(capped, req, {})
+    assert (err.value.status, err.value.param) == (400, "max_output_tokens")

@@ -1,0 +1,200 @@
+"""`POST /v1/messages`: one Messages request from auth to record, on the chat path's parts.
+
+Auth takes Anthropic's `x-api-key` or a Bearer key (the same gateway keys); routing,
+scopes, the attempt loop with its retries, fallbacks and breakers, pricing and the one
+ledger record are the chat path's own (`GatewayService`), with the endpoint `messages`.
+Each attempt speaks its model's upstream: an Anthropic provider gets the body as it came
+(cache_control, thinking and the client's `anthropic-version` included) and its answer
+passes back untouched but for the model name; any other provider gets the request
+translated to chat completions and its answer translated back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+import uuid
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway.domain.config import Model
+from gateway.domain.endpoints import Endpoint
+from gateway.domain.openai_errors import OpenAIError
+from gateway.domain.pricing import TokenUsage
+from gateway.domain.usage_record import RequestStatus
+from gateway.providers.adapter import MalformedReply, StreamParser
+from gateway.providers.anthropic import AnthropicAdapter
+from gateway.providers.anthropic_replies import completion_to_message
+from gateway.providers.anthropic_requests import estimate_messages, messages_to_chat
+from gateway.providers.client import (
+    UpstreamFailure,
+    UpstreamReply,
+    WireBuilder,
+    failure_from_exception,
+    malformed,
+)
+from gateway.providers.messages_stream import ChatToMessagesStream
+from gateway.providers.registry import adapter_for
+from gateway.providers.sse import SSEDecoder
+from gateway.replica.chat_request import parse_json_body
+from gateway.replica.endpoints.spec import serving_plan
+from gateway.replica.exchange import Exchange, utcnow
+from gateway.replica.key_scope import check_request
+from gateway.replica.messages.errors import error_response
+from gateway.replica.messages.relay import MessagesStream, relay_messages
+from gateway.replica.messages.request import validate_messages_request
+from gateway.replica.request_body import read_body
+from gateway.replica.service import REQUEST_ID_HEADER, GatewayService, OpenedStream
+from gateway.replica.stream_relay import relay_response
+from gateway.replica.usage_accounting import Accounted, account
+
+_PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
+
+
+def authorization(request: Request) -> str | None:
+    """Anthropic's SDKs send `x-api-key`; OpenAI-minded clients a Bearer key."""
+    key = request.headers.get("x-api-key")
+    return f"Bearer {key.strip()}" if key else request.headers.get("authorization")
+
+
+class MessagesRoute:
+    def __init__(self, service: GatewayService) -> None:
+        self.service = service
+
+    async def __call__(self, request: Request) -> Response:
+        svc = self.service
+        started, started_at = time.perf_counter(), utcnow()
+        try:
+            caller = await svc.keys.identify(authorization(request))
+        except OpenAIError as err:
+            return error_response(err)  # no record, as for chat
+        ex = Exchange(request_id=uuid.uuid4(), started=started, started_at=started_at,
+                      caller=caller, requested="", endpoint=Endpoint.MESSAGES)
+        svc.hooks.inflight(1)
+        streaming = False
+        try:
+            try:
+                response = await self._messages(request, ex)
+            except OpenAIError as err:
+                svc._finish_error(ex, err)
+                headers = {REQUEST_ID_HEADER: str(ex.request_id)}
+                return error_response(err, headers)
+            except asyncio.CancelledError:
+                svc._finish(ex, RequestStatus.CANCELLED, 499, "client_disconnected",
+                            self._estimate(ex, ""))
+                raise
+            streaming = response.media_type == "text/event-stream"
+            return response
+        finally:
+            if not streaming:
+                svc.hooks.inflight(-1)
+
+    def _estimate(self, ex: Exchange, text: str, reported: TokenUsage | None = None
+                  ) -> Accounted:
+        """The reported usage, else an estimate from the Messages body and the text seen."""
+        body = ex.request.body if ex.request else None
+        return account(reported, messages=estimate_messages(body) if body else None,
+                       completion=text,
+                       model=ex.model.upstream_model if ex.model else None)
+
+    async def _messages(self, request: Request, ex: Exchange) -> Response:
+        svc = self.service
+        limit = svc.cfg.gateway.max_body_bytes
+        req = validate_messages_request(parse_json_body(await read_body(request, limit), limit))
+        ex.request, ex.requested, ex.stream = req, req.model, req.stream
+        check_request(ex.caller.scope, req, request.headers)
+        # an embedding model (or one whose adapter serves no Messages) is the client's 400
+        ex.plan = serving_plan(svc._plan(req.model, request.headers), Endpoint.MESSAGES,
+                               svc.cfg, req.model)
+        passed = {h: request.headers[h] for h in _PASSED_HEADERS if request.headers.get(h)}
+        if req.stream:
+            return await self._stream(ex, passed)
+        return await self._complete(ex, passed)
+
+    def _upstream(self, model: Model, ex: Exchange, passed: dict[str, str]
+                  ) -> tuple[dict[str, Any], WireBuilder | None, AnthropicAdapter | None]:
+        """The body for this attempt's upstream, and the native builder if it is Anthropic."""
+        assert ex.request is not None
+        adapter = adapter_for(self.service.cfg.provider(model.provider))
+        if isinstance(adapter, AnthropicAdapter):
+            body = dict(ex.request.body)
+            body["model"] = model.upstream_model
+            build = functools.partial(adapter.messages_request,
+                                      version=passed.get("anthropic-version"),
+                                      beta=passed.get("anthropic-beta"))
+            return body, build, adapter
+        chat = messages_to_chat(ex.request.body)
+        chat["model"] = model.upstream_model
+        if ex.request.stream:
+            chat["stream_options"] = {"include_usage": True}
+        return chat, None, None
+
+    async def _complete(self, ex: Exchange, passed: dict[str, str]) -> Response:
+        svc = self.service
+
+        async def call(model: Model) -> tuple[UpstreamReply, bool]:
+            body, build, native = self._upstream(model, ex, passed)
+            parse = native.parse_messages if native else None
+            return await svc.upstream.complete(model, body, build, parse), native is not None
+
+        reply, native = await svc._attempts(ex, call)
+        if native:
+            body = reply.reply.body
+            body["model"] = ex.requested
+        else:
+            body = completion_to_message(reply.reply.body, reply.reply.usage, ex.requested)
+        svc._finish(ex, RequestStatus.OK, 200, None,
+                    self._estimate(ex, reply.reply.text, reply.reply.usage))
+        return JSONResponse(body, headers=svc._headers(ex))
+
+    async def _stream(self, ex: Exchange, passed: dict[str, str]) -> Response:
+        svc = self.service
+
+        async def call(model: Model) -> tuple[OpenedStream, MessagesStream]:
+            body, build, native = self._upstream(model, ex, passed)
+            provider = svc.cfg.provider(model.provider)
+            parser: MessagesStream = native.messages_stream_parser() if native else \
+                ChatToMessagesStream(adapter_for(provider).stream_parser(), ex.requested)
+            response = await svc.upstream.open_stream(model, body, build)
+            raw = response.aiter_raw()
+            decoder = SSEDecoder()
+            first: list[bytes] = []
+            try:  # up to the first event before answering 200, as chat does
+                while not first:
+                    first.extend(decoder.feed(await anext(raw)))
+            except StopAsyncIteration:
+                await response.aclose()
+                raise malformed(provider, "an empty stream") from None
+            except UpstreamFailure:
+                await response.aclose()
+                raise
+            except MalformedReply as err:
+                await response.aclose()
+                raise malformed(provider, str(err)) from None
+            except Exception as err:  # noqa: BLE001 - classified for the retry policy
+                await response.aclose()
+                raise failure_from_exception(err, provider) from None
+            return OpenedStream(response, raw, decoder, first), parser
+
+        opened, parser = await svc._attempts(ex, call)
+        assert ex.model is not None
+        response = opened.response
+
+        def on_end(status: RequestStatus, http_status: int, error_class: str | None,
+                   ended: StreamParser) -> None:
+            svc.hooks.inflight(-1)
+            svc._finish(ex, status, http_status, error_class,
+                        self._estimate(ex, ended.text(), ended.usage))
+
+        def on_abandon() -> None:
+            svc.hooks.inflight(-1)
+            svc._finish(ex, RequestStatus.CANCELLED, 200, "client_disconnected",
+                        self._estimate(ex, ""))
+            asyncio.get_running_loop().create_task(response.aclose())
+
+        stream = relay_messages(ex, response, opened.raw, opened.decoder, opened.first, parser,
+                                svc.cfg.provider(ex.model.provider), on_end)
+        return relay_response(stream, ex, on_abandon=on_abandon, headers=svc._headers(ex))
