@@ -1,0 +1,191 @@
+"""Leases: how replicas share a budget or a rate limit without a database call per
+request (docs/BUDGETS.md).
+
+A budget's period is shared out in slices: each replica (`holder`) holds an amount it may
+reserve against locally, renewed and resized by `sync_budget_lease` from a background
+task, under the budget row's lock (`SELECT ... FOR UPDATE`). What is left for everyone =
+limit - spent - every live holder's slice. A hold lapses at `expires_at` unless renewed,
+so a dead replica's slice comes back by itself.
+
+A rate limit is a token bucket (`limit_buckets`) refilled at capacity per minute;
+`take_from_bucket` puts back what a replica did not use and takes a new slice.
+
+Every function takes a Connection inside the caller's transaction, so one sync takes all
+its locks in one transaction; callers lock in a fixed order (budget ids, then bucket
+names, ascending) so that two replicas never deadlock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from decimal import Decimal
+
+from sqlalchemy import Connection, and_, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from db.budgets import scope_filter
+from db.models import BudgetLease, BudgetRow, LimitBucket, UsageRow
+from gateway.domain.budgets import BudgetScope
+
+ZERO = Decimal(0)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BudgetLeaseState:
+    """A holder's slice after a sync, and the budget's figures for the period."""
+
+    held_usd: Decimal  # what this holder may now reserve against, in flight included
+    limit_usd: Decimal
+    spent_usd: Decimal
+    reserved_usd: Decimal  # every live holder's slice, this one's included
+    holders: int  # live holders, this one included
+
+    @property
+    def remaining_usd(self) -> Decimal:
+        return max(ZERO, self.limit_usd - self.spent_usd - self.reserved_usd)
+
+
+def period_spent(
+    conn: Connection,
+    budget_id: int,
+    scope: BudgetScope,
+    scope_value: str,
+    start: dt.datetime,
+    end: dt.datetime,
+) -> tuple[Decimal, Decimal, Decimal, int]:
+    """(spent, reserved by live holders, settled counted by holders, live holders).
+
+    Spent is the larger of the ledger's total and (the ledger before the first lease of
+    the period + what holders settled since): holders report a settled cost before the
+    ledger's batched write lands, the ledger knows what came before any lease.
+    """
+    leases = conn.execute(
+        select(
+            func.coalesce(func.sum(BudgetLease.settled_usd), 0),
+            func.coalesce(
+                func.sum(BudgetLease.held_usd).filter(BudgetLease.expires_at > func.now()), 0
+            ),
+            func.count().filter(BudgetLease.expires_at > func.now()),
+            func.min(BudgetLease.created_at),
+        ).where(BudgetLease.budget_id == budget_id, BudgetLease.period_start == start)
+    ).one()
+    settled, reserved, live, first = Decimal(leases[0]), Decimal(leases[1]), leases[2], leases[3]
+    cost = UsageRow.actual_cost_usd
+    in_period = and_(
+        scope_filter(scope, scope_value), UsageRow.started_at >= start, UsageRow.started_at < end
+    )
+    before_first = UsageRow.started_at < first if first is not None else text("true")
+    total, baseline = conn.execute(
+        select(
+            func.coalesce(func.sum(cost), 0),
+            func.coalesce(func.sum(cost).filter(before_first), 0),
+        ).where(in_period)
+    ).one()
+    spent = max(Decimal(total or 0), Decimal(baseline or 0) + settled)
+    return spent, reserved, settled, int(live)
+
+
+def sync_budget_lease(
+    conn: Connection,
+    budget_id: int,
+    start: dt.datetime,
+    end: dt.datetime,
+    holder: str,
+    *,
+    settled_delta: Decimal,
+    in_use_usd: Decimal,
+    want_free_usd: Decimal,
+    min_free_usd: Decimal = ZERO,
+    ttl_s: float,
+) -> BudgetLeaseState | None:
+    """Report what this holder settled since its last sync, keep its reservations in
+    flight (`in_use_usd`: never taken back, even past the limit), and size its free
+    slice: up to `want_free_usd`, at most a fair share (what is free / live holders)
+    unless `min_free_usd` (one waiting request's worst case) still fits.
+
+    None if the budget is gone (removed meanwhile).
+    """
+    budget = conn.execute(
+        select(BudgetRow.limit_usd, BudgetRow.scope, BudgetRow.scope_value)
+        .where(BudgetRow.id == budget_id)
+        .with_for_update()
+    ).one_or_none()
+    if budget is None:
+        return None
+    limit, scope, value = Decimal(budget[0]), BudgetScope(budget[1]), budget[2]
+    expires = func.now() + dt.timedelta(seconds=ttl_s)
+    conn.execute(
+        pg_insert(BudgetLease)
+        .values(
+            budget_id=budget_id,
+            period_start=start,
+            holder=holder,
+            held_usd=in_use_usd,
+            settled_usd=settled_delta,
+            expires_at=expires,
+        )
+        .on_conflict_do_update(
+            index_elements=["budget_id", "period_start", "holder"],
+            set_={
+                "held_usd": in_use_usd,
+                "settled_usd": BudgetLease.settled_usd + settled_delta,
+                "expires_at": expires,
+            },
+        )
+    )
+    spent, reserved, _, live = period_spent(conn, budget_id, scope, value, start, end)
+    # `reserved` counts this holder's in-flight part already (just written)
+    free = limit - spent - reserved
+    fair = free / max(1, live)
+    grant = min(want_free_usd, max(fair, min_free_usd), free)
+    grant = max(ZERO, grant)
+    held = in_use_usd + grant
+    if grant > 0:
+        conn.execute(
+            update(BudgetLease)
+            .where(
+                BudgetLease.budget_id == budget_id,
+                BudgetLease.period_start == start,
+                BudgetLease.holder == holder,
+            )
+            .values(held_usd=held)
+        )
+    return BudgetLeaseState(held, limit, spent, reserved + grant, live)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BucketState:
+    granted: int  # taken for this holder now
+    level: Decimal  # what is left in the shared bucket after this take
+    capacity: int
+
+
+def take_from_bucket(
+    conn: Connection, name: str, capacity: int, *, give_back: int, want: int
+) -> BucketState:
+    """Refill the bucket for the time passed (capacity per minute, never past capacity),
+    put back `give_back` unused units, and take up to `want` whole units."""
+    conn.execute(
+        pg_insert(LimitBucket)
+        .values(name=name, level=capacity)
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
+    level, elapsed = conn.execute(
+        select(
+            LimitBucket.level,
+            func.extract("epoch", func.clock_timestamp() - LimitBucket.updated_at),
+        )
+        .where(LimitBucket.name == name)
+        .with_for_update()
+    ).one()
+    refill = Decimal(max(0.0, float(elapsed))) * capacity / 60
+    level = min(Decimal(capacity), Decimal(level) + refill + give_back)
+    granted = max(0, min(want, int(level)))
+    level -= granted
+    conn.execute(
+        update(LimitBucket)
+        .where(LimitBucket.name == name)
+        .values(level=level.quantize(Decimal("0.000001")), updated_at=func.clock_timestamp())
+    )
+    return BucketState(granted, level, capacity)
