@@ -69,9 +69,13 @@ def as_json(budget: Budget) -> dict[str, Any]:
     }
 
 
-def load_budgets(engine_or_url: Engine | str | None = None) -> list[Budget]:
-    with engine_scope(engine_or_url) as engine, engine.connect() as conn:
-        rows = conn.execute(select(BudgetRow).order_by(BudgetRow.id)).all()
+def load_budgets(engine_or_url: Connection | Engine | str | None = None) -> list[Budget]:
+    query = select(BudgetRow).order_by(BudgetRow.id)
+    if isinstance(engine_or_url, Connection):
+        rows = engine_or_url.execute(query).all()
+    else:
+        with engine_scope(engine_or_url) as engine, engine.connect() as conn:
+            rows = conn.execute(query).all()
     return [_budget(BudgetRow(**row._mapping)) for row in rows]
 
 

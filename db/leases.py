@@ -21,12 +21,12 @@ import dataclasses
 import datetime as dt
 from decimal import Decimal
 
-from sqlalchemy import Connection, and_, func, select, text, update
+from sqlalchemy import Connection, Engine, and_, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from db.budgets import scope_filter
+from db.budgets import load_budgets, scope_filter
 from db.models import BudgetLease, BudgetRow, LimitBucket, UsageRow
-from gateway.domain.budgets import BudgetScope
+from gateway.domain.budgets import Budget, BudgetScope
 
 ZERO = Decimal(0)
 
@@ -36,6 +36,8 @@ class BudgetLeaseState:
     """A holder's slice after a sync, and the budget's figures for the period."""
 
     held_usd: Decimal  # what this holder may now reserve against, in flight included
+    granted_usd: Decimal  # added to its slice by this sync
+    renewed: bool  # False: the hold was new or had lapsed, so it restarted at in_use
     limit_usd: Decimal
     spent_usd: Decimal
     reserved_usd: Decimal  # every live holder's slice, this one's included
@@ -94,15 +96,20 @@ def sync_budget_lease(
     holder: str,
     *,
     settled_delta: Decimal,
+    returned_usd: Decimal,
     in_use_usd: Decimal,
     want_free_usd: Decimal,
     min_free_usd: Decimal = ZERO,
     ttl_s: float,
 ) -> BudgetLeaseState | None:
-    """Report what this holder settled since its last sync, keep its reservations in
-    flight (`in_use_usd`: never taken back, even past the limit), and size its free
-    slice: up to `want_free_usd`, at most a fair share (what is free / live holders)
-    unless `min_free_usd` (one waiting request's worst case) still fits.
+    """One holder's sync of one budget period, under the budget row's lock.
+
+    The holder reports what it settled since its last sync (`settled_delta`: it leaves
+    the hold and counts as spent at once, before the ledger has it) and what it puts
+    back unused (`returned_usd`); what it has in flight (`in_use_usd`) stays held even
+    past the limit (those requests are already upstream). Then its free part grows by up
+    to `want_free_usd`, at most a fair share of what is free (free / live holders) unless
+    `min_free_usd` (one waiting request's worst case) still fits.
 
     None if the budget is gone (removed meanwhile).
     """
@@ -114,6 +121,18 @@ def sync_budget_lease(
     if budget is None:
         return None
     limit, scope, value = Decimal(budget[0]), BudgetScope(budget[1]), budget[2]
+    key = (
+        BudgetLease.budget_id == budget_id,
+        BudgetLease.period_start == start,
+        BudgetLease.holder == holder,
+    )
+    row = conn.execute(
+        select(BudgetLease.held_usd, BudgetLease.expires_at > func.now()).where(*key)
+    ).one_or_none()
+    renewed = row is not None and bool(row[1])
+    held = in_use_usd
+    if row is not None and renewed:
+        held = max(in_use_usd, Decimal(row[0]) - settled_delta - returned_usd)
     expires = func.now() + dt.timedelta(seconds=ttl_s)
     conn.execute(
         pg_insert(BudgetLease)
@@ -121,37 +140,26 @@ def sync_budget_lease(
             budget_id=budget_id,
             period_start=start,
             holder=holder,
-            held_usd=in_use_usd,
+            held_usd=held,
             settled_usd=settled_delta,
             expires_at=expires,
         )
         .on_conflict_do_update(
             index_elements=["budget_id", "period_start", "holder"],
             set_={
-                "held_usd": in_use_usd,
+                "held_usd": held,
                 "settled_usd": BudgetLease.settled_usd + settled_delta,
                 "expires_at": expires,
             },
         )
     )
     spent, reserved, _, live = period_spent(conn, budget_id, scope, value, start, end)
-    # `reserved` counts this holder's in-flight part already (just written)
-    free = limit - spent - reserved
+    free = limit - spent - reserved  # `reserved` holds this holder's new hold already
     fair = free / max(1, live)
-    grant = min(want_free_usd, max(fair, min_free_usd), free)
-    grant = max(ZERO, grant)
-    held = in_use_usd + grant
+    grant = max(ZERO, min(want_free_usd, max(fair, min_free_usd), free))
     if grant > 0:
-        conn.execute(
-            update(BudgetLease)
-            .where(
-                BudgetLease.budget_id == budget_id,
-                BudgetLease.period_start == start,
-                BudgetLease.holder == holder,
-            )
-            .values(held_usd=held)
-        )
-    return BudgetLeaseState(held, limit, spent, reserved + grant, live)
+        conn.execute(update(BudgetLease).where(*key).values(held_usd=held + grant))
+    return BudgetLeaseState(held + grant, grant, renewed, limit, spent, reserved + grant, live)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -189,3 +197,29 @@ def take_from_bucket(
         .values(level=level.quantize(Decimal("0.000001")), updated_at=func.clock_timestamp())
     )
     return BucketState(granted, level, capacity)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """A budget's current period, as `costgate budgets list` and the dashboard show it."""
+
+    budget: Budget
+    period_start: dt.datetime
+    period_end: dt.datetime
+    spent_usd: Decimal
+    reserved_usd: Decimal  # held by live replicas (what is in flight and their free slices)
+
+    @property
+    def remaining_usd(self) -> Decimal:
+        return max(ZERO, self.budget.limit_usd - self.spent_usd - self.reserved_usd)
+
+
+def budget_statuses(engine: Engine, now: dt.datetime | None = None) -> list[BudgetStatus]:
+    at = now or dt.datetime.now(dt.UTC)
+    out = []
+    with engine.connect() as conn:
+        for b in load_budgets(conn):
+            start, end = b.window(at)
+            spent, reserved, _, _ = period_spent(conn, b.id, b.scope, b.scope_value, start, end)
+            out.append(BudgetStatus(b, start, end, spent, reserved))
+    return out

@@ -8,13 +8,12 @@ This is plain asyncio with no Ray in it, so the same object serves the Serve ing
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx
@@ -26,16 +25,15 @@ from gateway.domain.openai_errors import OpenAIError
 from gateway.domain.pricing import PriceCatalog
 from gateway.domain.routing_settings import RoutingSettings, parse_routing, routing_from_config
 from gateway.domain.usage_record import RequestStatus, UsageSource
-from gateway.providers.adapter import MalformedReply, StreamParser
+from gateway.providers.adapter import StreamParser
 from gateway.providers.client import (
     UpstreamClient,
-    UpstreamFailure,
     UpstreamReply,
-    failure_from_exception,
-    malformed,
 )
 from gateway.providers.registry import adapter_for
-from gateway.providers.sse import SSEDecoder
+from gateway.quota.guard import QuotaGuard, Who
+from gateway.quota.syncer import PostgresQuotaStore, QuotaSyncer
+from gateway.quota.worst_case import worst_case
 from gateway.replica.attempts import run_attempts
 from gateway.replica.auth import KeyRing
 from gateway.replica.chat_request import parse_json_body, upstream_body, validate_chat_request
@@ -44,7 +42,7 @@ from gateway.replica.key_scope import check_request
 from gateway.replica.model_list import list_models
 from gateway.replica.record_builder import build_record
 from gateway.replica.request_body import read_body
-from gateway.replica.stream_relay import relay, relay_response
+from gateway.replica.stream_relay import OpenedStream, open_stream, relay, relay_response
 from gateway.replica.usage_accounting import Accounted, account
 from gateway.routing.circuit_breaker import BreakerBoard
 from gateway.routing.latency_tracker import LatencyTracker
@@ -57,7 +55,6 @@ from gateway.routing.policy import (
     effective_prices,
     plan_route,
 )
-from gateway.routing.rate_limits import RateLimiter
 
 log = logging.getLogger("costgate.gateway")
 T = TypeVar("T")
@@ -66,17 +63,6 @@ MODEL_HEADER = "x-costgate-model"
 PROVIDER_HEADER = "x-costgate-provider"
 # Serve sets its own x-request-id on every response, so ours has a name of its own
 REQUEST_ID_HEADER = "x-costgate-request-id"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class OpenedStream:
-    """A stream that answered 200 and whose first event arrived: from here on, bytes go
-    to the client and the attempt can no longer move to another model."""
-
-    response: httpx.Response
-    raw: AsyncIterator[bytes]
-    decoder: SSEDecoder
-    first: list[bytes]
 
 
 class GatewayService:
@@ -103,16 +89,28 @@ class GatewayService:
         )
         self.breakers = BreakerBoard(self.routing.breaker)
         self.latency = LatencyTracker()
-        self.limits = RateLimiter()
+        # budgets and rate limits: local until `use_quota_store` shares them (a database)
+        self.quota = QuotaGuard(shared=False)
+        self.limits = self.quota.model_limits
         self.limits.update_caps(self.routing.caps, replicas=self._replicas())
+        self.quota_syncer: QuotaSyncer | None = None
         self.rng = rng or random.Random()
         self.ready = True
         # why this replica should take no new traffic (empty: no reason); the ingress
         # points it at the ledger writer's health, which the request path knows nothing of
         self.readiness: Callable[[], tuple[str, ...]] = lambda: ()
 
+    def use_quota_store(self, store: PostgresQuotaStore) -> QuotaSyncer:
+        """Budgets, key limits and model caps shared by every replica through `store`;
+        called before traffic. The caller starts the syncer."""
+        self.quota = QuotaGuard(shared=True)
+        self.limits = self.quota.model_limits
+        self.limits.update_caps(self.routing.caps)
+        self.quota_syncer = QuotaSyncer(self.quota, store)
+        return self.quota_syncer
+
     def _replicas(self) -> int:
-        """Caps are cluster-wide; each replica enforces its share of them."""
+        """Without a shared store, each replica enforces its share of a model's cap."""
         g = self.cfg.gateway
         return g.autoscaling.min_replicas if g.autoscaling else g.num_replicas
 
@@ -164,6 +162,8 @@ class GatewayService:
         finally:
             if not streaming:
                 self.hooks.inflight(-1)
+                if ex.admission is not None:
+                    ex.admission.release()  # a no-op once settled; else nothing was spent
 
     async def _chat(self, request: Request, ex: Exchange) -> Response:
         limit = self.cfg.gateway.max_body_bytes
@@ -171,6 +171,7 @@ class GatewayService:
         ex.request, ex.requested, ex.stream = req, req.model, req.stream
         check_request(ex.caller.scope, req, request.headers)
         ex.plan = self._plan(req.model, request.headers)
+        await self._admit(ex)
         if req.stream:
             return await self._open_stream(ex)
         return await self._complete(ex)
@@ -206,6 +207,29 @@ class GatewayService:
                 headers=headers_out,
             )
         return plan
+
+    async def _admit(self, ex: Exchange) -> None:
+        """Reserve the worst case on the caller's budgets and key limits (and the tokens
+        on the models' tpm caps); a refusal raises OpenAIError."""
+        assert ex.plan is not None and ex.request is not None
+        c = ex.caller
+        key = None if c.key_id is None else str(c.key_id)
+        who = Who(c.app, c.team, key, c.rpm_limit, c.tpm_limit)
+        guarded = self.quota.applies(who)
+        if not guarded and not self.limits.counts_tokens(ex.plan.models):
+            return  # the fast path: nothing to reserve, no token count
+        req = ex.request
+        worst = worst_case(
+            self.cfg,
+            self.catalog,
+            ex.plan.models,
+            req.body.get("messages"),
+            max_tokens=req.max_tokens,
+            key_cap=c.scope.max_output_tokens,
+        )
+        ex.reserved_tokens = worst.tokens or worst.prompt_tokens
+        if guarded:
+            ex.admission = await self.quota.admit(who, worst)
 
     # -- the attempt loop -----------------------------------------------------------------
 
@@ -249,32 +273,7 @@ class GatewayService:
         req = ex.request
 
         async def call(model: Model) -> OpenedStream:
-            response = await self.upstream.open_stream(
-                model, upstream_body(req, model.upstream_model)
-            )
-            provider = self.cfg.provider(model.provider)
-            # Read up to the first event before answering 200: until a byte reaches the
-            # client, a reset or a broken first chunk can still be retried elsewhere.
-            raw = response.aiter_raw()
-            decoder = SSEDecoder()
-            first: list[bytes] = []
-            try:
-                while not first:
-                    chunk = await anext(raw)
-                    first.extend(decoder.feed(chunk))
-            except StopAsyncIteration:
-                await response.aclose()
-                raise malformed(provider, "an empty stream") from None
-            except UpstreamFailure:
-                await response.aclose()
-                raise
-            except MalformedReply as err:
-                await response.aclose()
-                raise malformed(provider, str(err)) from None
-            except Exception as err:  # noqa: BLE001 - classified for the retry policy
-                await response.aclose()
-                raise failure_from_exception(err, provider) from None
-            return OpenedStream(response, raw, decoder, first)
+            return await open_stream(self.upstream, model, self.cfg.provider(model.provider), req)
 
         opened = await self._attempts(ex, call)
         response = opened.response
@@ -369,17 +368,24 @@ class GatewayService:
             )
         except Exception:  # noqa: BLE001 - a ledger bug must not fail the client's request
             log.exception("could not build the usage record of %s", ex.request_id)
+            if ex.admission is not None:
+                ex.admission.release()
             return
+        usage = accounted.usage
+        used = 0 if usage is None else usage.prompt_tokens + usage.completion_tokens
+        if ex.admission is not None:  # synchronous: this may run in a cancelled request
+            ex.admission.settle(record.actual_cost_usd, used)
+        if ex.model is not None:
+            self.limits.settle_tokens(ex.model.name, ex.reserved_tokens, used)
         if ex.model is not None and status is RequestStatus.OK and ex.upstream_ms is not None:
             # the upstream's own time (not our retries and waits) ranks it for `high`/`normal`
             self.latency.observe(ex.model.name, ex.upstream_ms / 1000, _s(record.ttft_ms))
-            if accounted.usage is not None:
-                used = accounted.usage.prompt_tokens + accounted.usage.completion_tokens
-                self.limits.record_tokens(ex.model.name, used)
         self.sink(record)
 
     async def aclose(self) -> None:
         self.keys.stop()
+        if self.quota_syncer is not None:
+            await self.quota_syncer.stop()
         await self.upstream.aclose()
 
 

@@ -12,19 +12,67 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 from fastapi.responses import StreamingResponse
 
-from gateway.domain.config import Provider
+from gateway.domain.config import Model, Provider
 from gateway.domain.usage_record import RequestStatus
 from gateway.providers.adapter import MalformedReply, StreamParser
-from gateway.providers.client import failure_from_exception
+from gateway.providers.client import (
+    UpstreamClient,
+    UpstreamFailure,
+    failure_from_exception,
+    malformed,
+)
 from gateway.providers.sse import DONE, SSEDecoder, encode_event
+from gateway.replica.chat_request import ChatRequest, upstream_body
 from gateway.replica.exchange import Exchange
 from gateway.routing.retry_policy import FailureReason
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OpenedStream:
+    """A stream that answered 200 and whose first event arrived: from here on, bytes go
+    to the client and the attempt can no longer move to another model."""
+
+    response: httpx.Response
+    raw: AsyncIterator[bytes]
+    decoder: SSEDecoder
+    first: list[bytes]
+
+
+async def open_stream(
+    upstream: UpstreamClient, model: Model, provider: Provider, req: ChatRequest
+) -> OpenedStream:
+    """One streaming attempt, up to its first event (an `UpstreamFailure` before it)."""
+    response = await upstream.open_stream(model, upstream_body(req, model.upstream_model))
+    # Read up to the first event before answering 200: until a byte reaches the
+    # client, a reset or a broken first chunk can still be retried elsewhere.
+    raw = response.aiter_raw()
+    decoder = SSEDecoder()
+    first: list[bytes] = []
+    try:
+        while not first:
+            chunk = await anext(raw)
+            first.extend(decoder.feed(chunk))
+    except StopAsyncIteration:
+        await response.aclose()
+        raise malformed(provider, "an empty stream") from None
+    except UpstreamFailure:
+        await response.aclose()
+        raise
+    except MalformedReply as err:
+        await response.aclose()
+        raise malformed(provider, str(err)) from None
+    except Exception as err:  # noqa: BLE001 - classified for the retry policy
+        await response.aclose()
+        raise failure_from_exception(err, provider) from None
+    return OpenedStream(response, raw, decoder, first)
+
 
 DRAIN_TIMEOUT_S = 1.0
 # the ledger's error class of a stream cut at its overall deadline

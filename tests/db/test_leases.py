@@ -29,7 +29,13 @@ def _budget(engine: Engine, limit: str) -> tuple[int, dt.datetime, dt.datetime]:
 def _sync(
     engine: Engine, bid: int, start: dt.datetime, end: dt.datetime, holder: str, **kw: Any
 ) -> BudgetLeaseState | None:
-    args = {"settled_delta": D(0), "in_use_usd": D(0), "want_free_usd": D(1), "ttl_s": 30.0}
+    args = {
+        "settled_delta": D(0),
+        "returned_usd": D(0),
+        "in_use_usd": D(0),
+        "want_free_usd": D(1),
+        "ttl_s": 30.0,
+    }
     with engine.begin() as conn:
         return sync_budget_lease(conn, bid, start, end, holder, **(args | kw))
 
@@ -40,7 +46,7 @@ def test_two_holders_share_the_budget_and_never_hold_more_than_it(ledger_engine:
     assert a is not None and a.held_usd == D("0.02")  # alone: all of it
     b = _sync(ledger_engine, bid, start, end, "b", min_free_usd=D("0.005"))
     assert b is not None and b.held_usd == 0  # nothing left while a holds it
-    a = _sync(ledger_engine, bid, start, end, "a", want_free_usd=D("0.004"))
+    a = _sync(ledger_engine, bid, start, end, "a", returned_usd=D("0.016"), want_free_usd=D(0))
     assert a is not None and a.held_usd == D("0.004")  # a hands back what it does not need
     b = _sync(ledger_engine, bid, start, end, "b", want_free_usd=D(1))
     assert b is not None
@@ -50,7 +56,7 @@ def test_two_holders_share_the_budget_and_never_hold_more_than_it(ledger_engine:
 
 def test_settled_spend_counts_at_once_and_in_flight_holds_stay(ledger_engine: Engine) -> None:
     bid, start, end = _budget(ledger_engine, "0.02")
-    _sync(ledger_engine, bid, start, end, "a", want_free_usd=D("0.01"))
+    _sync(ledger_engine, bid, start, end, "a", want_free_usd=D("0.02"))
     # a settled 0.015 (the ledger may not have it yet) and keeps 0.005 in flight
     a = _sync(
         ledger_engine,
@@ -64,6 +70,7 @@ def test_settled_spend_counts_at_once_and_in_flight_holds_stay(ledger_engine: En
     )
     assert a is not None
     assert (a.spent_usd, a.held_usd, a.remaining_usd) == (D("0.015"), D("0.005"), D(0))
+    assert a.renewed and a.granted_usd == 0
 
 
 def test_a_hold_that_is_not_renewed_lapses(ledger_engine: Engine) -> None:
@@ -72,6 +79,9 @@ def test_a_hold_that_is_not_renewed_lapses(ledger_engine: Engine) -> None:
     time.sleep(0.3)
     b = _sync(ledger_engine, bid, start, end, "b", want_free_usd=D(1))
     assert b is not None and b.held_usd == D("0.02")
+    dead = _sync(ledger_engine, bid, start, end, "dead", in_use_usd=D("0.001"))
+    assert dead is not None and not dead.renewed
+    assert dead.held_usd == D("0.001")  # its requests in flight stay held, past the limit
 
 
 def test_a_removed_budget_has_no_lease(ledger_engine: Engine) -> None:
