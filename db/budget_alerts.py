@@ -1,0 +1,138 @@
+"""What budget alerts read and write: each budget's figures for its current period, and
+the once-only record of a threshold's webhook (`budget_alerts`).
+
+Once only, with several notifiers: `ensure_alert_row` inserts the (budget, period,
+threshold) row if it is new (`INSERT ... ON CONFLICT DO NOTHING`, committed at once);
+`claim_alert` locks it unless it was sent already or another notifier holds it
+(`FOR UPDATE SKIP LOCKED`). The caller sends while
+it holds that lock, inside the same transaction, then `mark_sent` (or `count_attempt`)
+commits: a second notifier skips the row while the first one sends, and finds it sent
+afterwards. A notifier that dies between the receiver's answer and its commit leaves the
+row unsent, and the next one sends again: the payload's idempotency key lets a receiver
+drop that rare duplicate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from decimal import Decimal
+
+from sqlalchemy import Connection, Engine, and_, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.sql.elements import ColumnElement
+
+from db.budgets import load_budgets, spent_in_period
+from db.models import BudgetAlert, BudgetLease
+from gateway.domain.budgets import Budget
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BudgetFigures:
+    """A budget in its current period: the limit, what the ledger says was spent, and
+    what replicas hold reserved (every live lease's slice)."""
+
+    budget: Budget
+    period_start: dt.datetime
+    period_end: dt.datetime
+    spent_usd: Decimal
+    reserved_usd: Decimal
+
+    @property
+    def spent_pct(self) -> Decimal | None:
+        if self.budget.limit_usd <= 0:
+            return None
+        return self.spent_usd * 100 / self.budget.limit_usd
+
+
+def budget_figures(engine: Engine, now: dt.datetime) -> list[BudgetFigures]:
+    """Every budget's figures at `now`: one ledger sum per budget, one lease query."""
+    budgets = load_budgets(engine)
+    out: list[BudgetFigures] = []
+    with engine.connect() as conn:
+        held = {
+            (row[0], row[1]): Decimal(row[2])
+            for row in conn.execute(
+                select(
+                    BudgetLease.budget_id, BudgetLease.period_start, func.sum(BudgetLease.held_usd)
+                )
+                .where(BudgetLease.expires_at > func.now())
+                .group_by(BudgetLease.budget_id, BudgetLease.period_start)
+            )
+        }
+        for budget in budgets:
+            start, end = budget.window(now)
+            spent = spent_in_period(conn, budget.scope, budget.scope_value, start, end)
+            reserved = held.get((budget.id, start), Decimal(0))
+            out.append(BudgetFigures(budget, start, end, spent, reserved))
+    return out
+
+
+def _key(budget_id: int, period_start: dt.datetime, threshold: int) -> ColumnElement[bool]:
+    return and_(
+        BudgetAlert.budget_id == budget_id,
+        BudgetAlert.period_start == period_start,
+        BudgetAlert.threshold == threshold,
+    )
+
+
+def ensure_alert_row(
+    engine: Engine, budget_id: int, period_start: dt.datetime, threshold: int
+) -> None:
+    """The threshold's row, created unsent if new, in a transaction of its own: committed
+    at once, so that another notifier's insert never waits on a send in progress."""
+    with engine.begin() as conn:
+        conn.execute(
+            pg_insert(BudgetAlert)
+            .values(budget_id=budget_id, period_start=period_start, threshold=threshold)
+            .on_conflict_do_nothing(index_elements=["budget_id", "period_start", "threshold"])
+        )
+
+
+def claim_alert(
+    conn: Connection, budget_id: int, period_start: dt.datetime, threshold: int
+) -> int | None:
+    """Lock the threshold's row for sending (`ensure_alert_row` first): its attempts so
+    far, or None when it was sent already or another notifier is sending it now."""
+    row = conn.execute(
+        select(BudgetAlert.attempts)
+        .where(_key(budget_id, period_start, threshold), BudgetAlert.sent_at.is_(None))
+        .with_for_update(skip_locked=True)
+    ).one_or_none()
+    return None if row is None else int(row[0])
+
+
+def mark_sent(
+    conn: Connection, budget_id: int, period_start: dt.datetime, threshold: int, attempts: int
+) -> None:
+    conn.execute(
+        update(BudgetAlert)
+        .where(_key(budget_id, period_start, threshold))
+        .values(sent_at=func.now(), attempts=BudgetAlert.attempts + attempts)
+    )
+
+
+def count_attempts(
+    conn: Connection, budget_id: int, period_start: dt.datetime, threshold: int, attempts: int
+) -> None:
+    """Failed attempts, kept on the row (still unsent: a later round retries)."""
+    conn.execute(
+        update(BudgetAlert)
+        .where(_key(budget_id, period_start, threshold))
+        .values(attempts=BudgetAlert.attempts + attempts)
+    )
+
+
+def sent_alerts(engine: Engine) -> list[tuple[int, dt.datetime, int, dt.datetime | None, int]]:
+    """(budget id, period start, threshold, sent at, attempts) of every alert row."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(
+                BudgetAlert.budget_id,
+                BudgetAlert.period_start,
+                BudgetAlert.threshold,
+                BudgetAlert.sent_at,
+                BudgetAlert.attempts,
+            ).order_by(BudgetAlert.budget_id, BudgetAlert.period_start, BudgetAlert.threshold)
+        ).all()
+    return [(r[0], r[1], r[2], r[3], r[4]) for r in rows]
