@@ -162,3 +162,12 @@ async def test_a_keys_rpm_holds_across_two_replicas(
 def test_budget_periods_of_the_store_and_the_guard_agree() -> None:
     guard = QuotaGuard(shared=True, now=lambda: dt.datetime(2026, 12, 1, 23, 59, tzinfo=dt.UTC))
     assert guard.hard_budgets(SHOP) == []
+
+
+async def test_sequential_requests_never_reserve_past_the_budget_either(
+    ledger_engine: Engine, replicas: list[QuotaSyncer]
+) -> None:
+    _budget(ledger_engine, "0.02")
+    await _start(replicas)
+    results = [await _try(replicas[i % 2].guard) for i in range(8)]
+    assert [isinstance(r, Admission) for r in results].count(True) == 4
