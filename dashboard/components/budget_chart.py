@@ -4,20 +4,26 @@ forecast at the current pace up to the moment it runs out or the period ends."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from decimal import Decimal
 
 import plotly.graph_objects as go
 
-from dashboard.budget_board import BudgetView
 from dashboard.components.charts import LAYOUT
-from gateway.domain.budget_forecast import burn_down
+from gateway.domain.budget_forecast import ExhaustionForecast, SpendPoint, burn_down
 
 
-def burn_down_figure(view: BudgetView, now: dt.datetime) -> go.Figure:
-    f, fc = view.figures, view.forecast
-    start, end = f.period_start, f.period_end
-    limit = f.budget.limit_usd
-    actual = burn_down(limit, view.points, start)
+def burn_down_figure(
+    title: str,
+    period: tuple[dt.datetime, dt.datetime],
+    points: Sequence[SpendPoint],
+    fc: ExhaustionForecast,
+    now: dt.datetime,
+) -> go.Figure:
+    """`points`: cumulative spend this period; `fc`: its forecast at `now`."""
+    start, end = period
+    limit = fc.limit_usd
+    actual = burn_down(limit, points, start)
     now = min(max(now, start), end)
     if actual[-1][0] < now:  # flat since the last hour with spend
         actual.append((now, actual[-1][1]))
@@ -47,6 +53,6 @@ def burn_down_figure(view: BudgetView, now: dt.datetime) -> go.Figure:
     if fc.exhausted_at is not None:
         fig.add_vline(x=fc.exhausted_at, line=dict(color="firebrick", dash="dot"))
     fig.add_hline(y=0, line=dict(color="grey", width=1))
-    fig.update_layout(**LAYOUT, title=view.title, yaxis_title="USD left")
+    fig.update_layout(**LAYOUT, title=title, yaxis_title="USD left")
     fig.update_xaxes(range=[start, end])
     return fig

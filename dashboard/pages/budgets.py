@@ -52,7 +52,9 @@ else:
     st.subheader("Burn-down")
     for view in views:
         left, right = st.columns([3, 1])
-        left.plotly_chart(burn_down_figure(view, now), key=f"burn_{view.budget.id}")
+        window = (view.figures.period_start, view.figures.period_end)
+        figure = burn_down_figure(view.title, window, view.points, view.forecast, now)
+        left.plotly_chart(figure, key=f"burn_{view.budget.id}")
         right.metric("Spent this period", format_usd(view.figures.spent_usd))
         right.metric("Runs out", runs_out_text(view))
         right.metric("At period end, at this pace", format_usd(view.forecast.projected_end_usd))
