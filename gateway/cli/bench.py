@@ -34,7 +34,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--model", default="gpt-4o-mini",
                         help="a concrete public model name (default gpt-4o-mini)")
     parser.add_argument("--targets", default="direct,gateway",
-                        help="comma-separated: direct, gateway (default both)")
+                        help="comma-separated: direct, gateway, limited (default "
+                        "direct,gateway; limited: the gateway with --limited-api-key)")
+    parser.add_argument("--limited-api-key", default=None,
+                        help="a second gateway key, one under a budget and rate limits: "
+                        "the `limited` target, to measure what those checks cost")
     parser.add_argument("--requests", type=int, default=1000,
                         help="requests per target (default 1000)")
     parser.add_argument("--duration", type=float, default=30.0,
@@ -71,10 +75,13 @@ def run(args: argparse.Namespace) -> int:
     from gateway.domain.config import ConfigError, default_config_path, load_config
 
     names = [n.strip() for n in args.targets.split(",") if n.strip()]
-    unknown = set(names) - {"direct", "gateway"}
+    unknown = set(names) - {"direct", "gateway", "limited"}
     if unknown or not names:
-        print(f"--targets: expected direct and/or gateway, got {args.targets!r}",
+        print(f"--targets: expected direct, gateway and/or limited, got {args.targets!r}",
               file=sys.stderr)
+        return 2
+    if "limited" in names and not args.limited_api_key:
+        print("--targets limited needs --limited-api-key", file=sys.stderr)
         return 2
     for flag in ("requests", "concurrency", "duration"):
         if getattr(args, flag) <= 0:
@@ -85,18 +92,19 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"--upstream-ms: {err}", file=sys.stderr)
         return 2
-    targets: list[Target] = []
+    by_name: dict[str, Target] = {}
     try:
         if "direct" in names or latency:
             config = load_config(args.config or default_config_path())
-            direct = resolve_direct_target(config, args.model, args.sim)
-            if "direct" in names:
-                targets.append(direct)
+            direct = by_name["direct"] = resolve_direct_target(config, args.model, args.sim)
     except (ConfigError, BenchError) as err:
         print(err, file=sys.stderr)
         return 2
-    if "gateway" in names:
-        targets.append(Target("gateway", args.gateway, args.model, args.api_key))
+    by_name["gateway"] = Target("gateway", args.gateway, args.model, args.api_key)
+    by_name["limited"] = Target("limited", args.gateway, args.model, args.limited_api_key)
+    # in the order given: targets take turns in it, and what runs right after a gateway
+    # target finds that target's ledger rows still being written
+    targets = [by_name[n] for n in dict.fromkeys(names)]
     load = Load(requests=args.requests, duration_s=args.duration,
                 concurrency=args.concurrency, stream=args.stream, max_tokens=args.max_tokens,
                 warmup=max(20, 2 * args.concurrency) if args.warmup is None else args.warmup,

@@ -111,6 +111,9 @@ def build_report(load: dict[str, Any], summaries: Sequence[TargetSummary]) -> di
     by_name = {s.name: s for s in summaries}
     if "gateway" in by_name and "direct" in by_name:
         report["overhead_ms"] = overhead(by_name["gateway"], by_name["direct"])
+    if "limited" in by_name and "gateway" in by_name:
+        # what a budget and a key's rate limit add: the same gateway, another key
+        report["limits_cost_ms"] = overhead(by_name["limited"], by_name["gateway"])
     return report
 
 
@@ -135,13 +138,14 @@ def render_table(report: dict[str, Any]) -> str:
         if streams:
             row += [_cell(t["ttft_ms"].get(p)) for p in percentile_keys]
         rows.append(row)
-    extra = report.get("overhead_ms")
-    if extra:
-        row = ["overhead", "", "", ""]
-        row += [_cell(extra.get("latency_ms", {}).get(p), True) for p in percentile_keys]
-        if streams:
-            row += [_cell(extra.get("ttft_ms", {}).get(p), True) for p in percentile_keys]
-        rows.append(row)
+    for label, name in (("overhead", "overhead_ms"), ("limits cost", "limits_cost_ms")):
+        extra = report.get(name)
+        if extra:
+            row = [label, "", "", ""]
+            row += [_cell(extra.get("latency_ms", {}).get(p), True) for p in percentile_keys]
+            if streams:
+                row += [_cell(extra.get("ttft_ms", {}).get(p), True) for p in percentile_keys]
+            rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w)
                        in enumerate(zip(r, widths, strict=True))) for r in rows]

@@ -16,10 +16,21 @@ from decimal import Decimal
 from gateway.domain.budgets import Budget
 
 ZERO = Decimal(0)
-# the free part a slice keeps between syncs: this many times what it settled in the
-# last interval, and never less than this many of its largest recent reservations
+# the free part a slice keeps between syncs: this many times what it reserved per
+# HORIZON_S lately, and never less than this many of its largest recent reservations
 DEMAND_HEADROOM = Decimal(2)
 RESERVATIONS_KEPT = Decimal(2)
+HORIZON_S = Decimal(1)  # one sync interval
+# the reservation rate is measured over at least this long: rounds that a shortage
+# starts come close together, and a rate per round would shrink the slice, which would
+# start more rounds
+MIN_SAMPLE_S = 0.25
+SMOOTHING = Decimal("0.5")
+# and, while the budget has plenty left, room for a burst: up to this many of its
+# largest reservations, at most this share of what is left (so a small budget is not
+# stranded in one replica's slice)
+BURST_RESERVATIONS = Decimal(64)
+BURST_SHARE = Decimal("0.01")
 # syncs with no request before an unused slice goes back whole (30 s at one per second)
 QUIET_SYNCS_BEFORE_RETURN = 30
 
@@ -42,7 +53,9 @@ class BudgetSlice:
         self.held = ZERO
         self.in_use = ZERO
         self.unreported = ZERO
-        self.settled_since_sync = ZERO
+        self.reserved_since = ZERO  # reserved since the rate's last sample
+        self.rate = ZERO  # USD reserved per second, smoothed
+        self._sampled_at: float | None = None
         self.largest = ZERO  # the largest reservation seen lately
         self.wanted = ZERO  # what requests waiting for the next sync need, summed
         self.wanted_one = ZERO  # the largest of those needs
@@ -63,6 +76,7 @@ class BudgetSlice:
             self.largest = amount
         if self.free >= amount:
             self.in_use += amount
+            self.reserved_since += amount
             return True
         return False
 
@@ -72,7 +86,6 @@ class BudgetSlice:
         self.in_use -= reserved
         self.held -= actual
         self.unreported += actual
-        self.settled_since_sync += actual
         if self._asked is not None:
             self._settled_during_sync += actual
 
@@ -86,13 +99,25 @@ class BudgetSlice:
 
     # -- the syncer's side ----------------------------------------------------------------
 
-    def begin_sync(self) -> BudgetAsk:
-        quiet = self.settled_since_sync == 0 and self.in_use == 0 and self.wanted == 0
+    def _sample(self, now: float) -> None:
+        if self._sampled_at is None:
+            self._sampled_at = now - float(HORIZON_S)
+        elapsed = now - self._sampled_at
+        if elapsed >= MIN_SAMPLE_S:
+            current = self.reserved_since / Decimal(str(round(elapsed, 6)))
+            self.rate = SMOOTHING * self.rate + (1 - SMOOTHING) * current
+            self.reserved_since = ZERO
+            self._sampled_at = now
+
+    def begin_sync(self, now: float) -> BudgetAsk:
+        """`now`: monotonic seconds, for the reservation rate."""
+        quiet = self.reserved_since == 0 and self.in_use == 0 and self.wanted == 0
         self._quiet_syncs = self._quiet_syncs + 1 if quiet else 0
         if self._quiet_syncs >= QUIET_SYNCS_BEFORE_RETURN:
-            self.largest = ZERO  # unused for a while: everything goes back to the store
-        target = max(self.settled_since_sync * DEMAND_HEADROOM, self.largest * RESERVATIONS_KEPT)
-        self.settled_since_sync = ZERO
+            # unused for a while: everything goes back to the store
+            self.largest = self.rate = ZERO
+        self._sample(now)
+        target = max(self.rate * HORIZON_S * DEMAND_HEADROOM, self.largest * RESERVATIONS_KEPT)
         returned = max(ZERO, self.free - target) if self.wanted == 0 else ZERO
         self.held -= returned  # gone now, so nothing reserves it while the sync runs
         want = max(ZERO, target - self.free) + self.wanted

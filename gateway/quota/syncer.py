@@ -121,10 +121,9 @@ class QuotaSyncer:
                 await self._task
             self._task = None
         for s in self.guard.budget_slices.values():
-            s.largest = Decimal(0)
-            s.settled_since_sync = Decimal(0)
+            s.largest = s.rate = s.reserved_since = Decimal(0)
         for b in self._buckets():
-            b.demand = 0.0
+            b.demand = b.used = 0.0
         with contextlib.suppress(Exception):
             await self.round()
 
@@ -158,7 +157,8 @@ class QuotaSyncer:
         buckets = [b for b in self._buckets() if not b.idle()]
         if not slices and not buckets:
             return
-        budget_asks = [BudgetSync(s.budget.id, s.start, s.end, s.begin_sync()) for s in slices]
+        now = self._clock()
+        budget_asks = [BudgetSync(s.budget.id, s.start, s.end, s.begin_sync(now)) for s in slices]
         bucket_asks = []
         for b in buckets:
             give_back, want = b.begin_sync()
@@ -182,7 +182,7 @@ class QuotaSyncer:
             s.end_sync(state.held_usd, state.granted_usd, state.renewed, state.remaining_usd)
         for b, bstate in zip(buckets, bucket_states, strict=True):
             b.end_sync(bstate.granted, float(bstate.level))
-        now = dt.datetime.now(dt.UTC)
+        wall = dt.datetime.now(dt.UTC)
         for key, s in list(guard.budget_slices.items()):
-            if s.end <= now and s.idle():  # a past period with nothing in flight
+            if s.end <= wall and s.idle():  # a past period with nothing in flight
                 del guard.budget_slices[key]

@@ -3,9 +3,10 @@
 Prompt tokens are counted offline (a margin on top: the provider's tokenizer is not
 ours), plus the most output it may produce: its `max_tokens`, else the key's output cap,
 else the model's output limit from the config. The price is the highest among every model
-the route may try, with the price tier the prompt falls in (and the next one up when the
-prompt is near a tier's edge), output billed at the higher of the output and reasoning
-rates. Pure.
+the route may try, at the dearest rates any prompt up to the bound may get (the base
+price and every tier it reaches), input at the dearer of the input and cache-write rates,
+output at the dearer of the output and reasoning rates, in USD as billed (multipliers,
+own price tables, FX), rounded up to the money quantum. Pure.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
-from decimal import Context, Decimal, localcontext
+from decimal import ROUND_CEILING, Context, Decimal, localcontext
 from typing import Any
 
 from gateway.domain.config import Config
-from gateway.domain.pricing import PER_TOKENS, PriceCatalog, Rates, quantize_money
+from gateway.domain.pricing import PER_TOKENS, QUANTUM, PriceCatalog, Rates
 from gateway.domain.token_estimate import estimate_prompt_tokens
 
 # our count against the provider's: a few percent and a few tokens either way
@@ -59,6 +60,71 @@ def output_bound(
     return max(limit for limit in limits if limit is not None)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Band:
+    """From `above_prompt_tokens` on: USD per input and per output token, the dearest."""
+
+    above_prompt_tokens: int
+    input_usd: Decimal
+    output_usd: Decimal
+
+
+def _bands(rates: Rates, fx_per_usd: Decimal) -> tuple[_Band, ...]:
+    """The base rates and each tier's, per token in USD: input at the dearer of the input
+    and cache-write rates, output at the dearer of the output and reasoning rates."""
+    out = []
+    for above, r in [(0, rates)] + [
+        (t.above_prompt_tokens, rates.for_prompt(t.above_prompt_tokens + 1)) for t in rates.tiers
+    ]:
+        with localcontext(Context(prec=50)):
+            per_in = max(r.input, r.cache_write or r.input) / PER_TOKENS / fx_per_usd
+            per_out = max(r.output, r.reasoning or r.output) / PER_TOKENS / fx_per_usd
+        out.append(_Band(above, per_in, per_out))
+    return tuple(out)
+
+
+class WorstCasePricer:
+    """Worst cases for one config: per-token rates resolved once, so a request costs a
+    token count and a few multiplications."""
+
+    def __init__(self, cfg: Config, catalog: PriceCatalog) -> None:
+        self.cfg = cfg
+        self._bands: dict[str, tuple[_Band, ...]] = {}
+        for name in cfg.models_by_name:
+            version = catalog.version(name)
+            if version is not None:
+                self._bands[name] = _bands(version.billed_rates, version.fx_per_usd)
+
+    def price(
+        self,
+        models: Iterable[str],
+        messages: Any,
+        *,
+        max_tokens: int | None,
+        key_cap: int | None = None,
+    ) -> WorstCase:
+        names = tuple(models)
+        first = self.cfg.models_by_name[names[0]].upstream_model if names else None
+        prompt = prompt_bound(messages, first)
+        output = output_bound(self.cfg, names, max_tokens, key_cap)
+        if output is None:
+            why = "the request sets no max_tokens and the model has no max_output_tokens"
+            return WorstCase(prompt, None, None, why)
+        highest = Decimal(0)
+        for name in names:
+            bands = self._bands.get(name)
+            if bands is None:
+                return WorstCase(prompt, output, None, f"model {name!r} has no price")
+            for band in bands:
+                # a tier the bound reaches may apply: the real prompt may be that long
+                if band.above_prompt_tokens < prompt or band.above_prompt_tokens == 0:
+                    cost = prompt * band.input_usd + output * band.output_usd
+                    if cost > highest:
+                        highest = cost
+        # up to the money quantum, never down: a bound must not round below the cost
+        return WorstCase(prompt, output, highest.quantize(QUANTUM, rounding=ROUND_CEILING))
+
+
 def worst_case(
     cfg: Config,
     catalog: PriceCatalog,
@@ -68,41 +134,7 @@ def worst_case(
     max_tokens: int | None,
     key_cap: int | None = None,
 ) -> WorstCase:
-    names = tuple(models)
-    first = cfg.models_by_name[names[0]].upstream_model if names else None
-    prompt = prompt_bound(messages, first)
-    output = output_bound(cfg, names, max_tokens, key_cap)
-    if output is None:
-        return WorstCase(
-            prompt,
-            None,
-            None,
-            "the request sets no max_tokens and the model has no max_output_tokens in the config",
-        )
-    highest: Decimal | None = None
-    for name in names:
-        version = catalog.version(name)
-        if version is None:
-            return WorstCase(prompt, output, None, f"model {name!r} has no price")
-        cost = _highest_cost(version.billed_rates, prompt, output) / version.fx_per_usd
-        highest = cost if highest is None else max(highest, cost)
-    return WorstCase(prompt, output, None if highest is None else quantize_money(highest))
-
-
-def _highest_cost(rates: Rates, prompt: int, output: int) -> Decimal:
-    """The cost of (prompt, output) at the dearest rates any prompt up to `prompt` may
-    get: the base rates and every tier it may reach, reasoning where it is dearer."""
-    candidates = [rates] + [
-        rates.for_prompt(t.above_prompt_tokens + 1)
-        for t in rates.tiers
-        if t.above_prompt_tokens < prompt
-    ]
-    worst = Decimal(0)
-    for r in candidates:
-        out_rate = max(r.output, r.reasoning or r.output)
-        with localcontext(Context(prec=50)):
-            cost = (
-                prompt * max(r.input, r.cache_write or r.input) + output * out_rate
-            ) / PER_TOKENS
-        worst = max(worst, cost)
-    return worst
+    """One request's worst case (a pricer built for it: see `WorstCasePricer`)."""
+    return WorstCasePricer(cfg, catalog).price(
+        models, messages, max_tokens=max_tokens, key_cap=key_cap
+    )

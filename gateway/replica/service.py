@@ -33,7 +33,7 @@ from gateway.providers.client import (
 from gateway.providers.registry import adapter_for
 from gateway.quota.guard import QuotaGuard, Who
 from gateway.quota.syncer import PostgresQuotaStore, QuotaSyncer
-from gateway.quota.worst_case import worst_case
+from gateway.quota.worst_case import WorstCasePricer
 from gateway.replica.attempts import run_attempts
 from gateway.replica.auth import KeyRing
 from gateway.replica.chat_request import parse_json_body, upstream_body, validate_chat_request
@@ -78,6 +78,7 @@ class GatewayService:
     ) -> None:
         self.cfg = cfg
         self.catalog = PriceCatalog.from_config(cfg)
+        self.pricer = WorstCasePricer(cfg, self.catalog)
         self.prices = effective_prices(cfg)
         self.routing: RoutingSettings = routing_from_config(cfg)
         self.upstream = UpstreamClient(cfg, transport=transport)
@@ -219,9 +220,7 @@ class GatewayService:
         if not guarded and not self.limits.counts_tokens(ex.plan.models):
             return  # the fast path: nothing to reserve, no token count
         req = ex.request
-        worst = worst_case(
-            self.cfg,
-            self.catalog,
+        worst = self.pricer.price(
             ex.plan.models,
             req.body.get("messages"),
             max_tokens=req.max_tokens,

@@ -27,6 +27,14 @@ WINDOW_S = 60.0
 # stream of requests is admitted locally between syncs
 DEMAND_HEADROOM = 2.0
 DEMAND_SMOOTHING = 0.5
+HORIZON_S = 1.0  # one sync interval
+# use is measured over at least this long: rounds that a shortage starts come close
+# together, and a use per round would shrink the slice, which would start more rounds
+MIN_SAMPLE_S = 0.25
+# room for a burst while the slice is in use: up to this many units, at most this share of
+# the capacity (a small limit is not stranded in one replica's slice)
+BURST_UNITS = 64
+BURST_SHARE = 0.01
 
 
 class BucketSlice:
@@ -43,8 +51,9 @@ class BucketSlice:
         self.balance = 0.0 if shared else float(capacity)
         self.level = float(capacity)  # the shared bucket after the last sync
         self._level_at = self._at
-        self.used = 0.0  # spent since the last sync, for sizing the next slice
-        self.demand = 0.0  # smoothed use per sync interval
+        self.used = 0.0  # spent since the rate's last sample
+        self.demand = 0.0  # smoothed use per second
+        self._sampled_at = self._at - HORIZON_S
         self.wanted = 0.0  # what requests waiting for the next sync need, summed
 
     @property
@@ -120,9 +129,17 @@ class BucketSlice:
         """(units to put back, negative for a debt; units wanted) for the next sync; the
         units put back leave the balance now, so none is spent twice meanwhile."""
         self._refill()
-        self.demand = DEMAND_SMOOTHING * self.demand + (1 - DEMAND_SMOOTHING) * self.used
-        self.used = 0.0
-        target = math.ceil(self.demand * DEMAND_HEADROOM)
+        elapsed = self._at - self._sampled_at
+        if elapsed >= MIN_SAMPLE_S:
+            current = max(0.0, self.used) / elapsed
+            self.demand = DEMAND_SMOOTHING * self.demand + (1 - DEMAND_SMOOTHING) * current
+            if self.demand < 0.01:
+                self.demand = 0.0  # idle: the slice goes back whole and stops syncing
+            self.used = 0.0
+            self._sampled_at = self._at
+        target = math.ceil(self.demand * HORIZON_S * DEMAND_HEADROOM)
+        if self.demand > 0:
+            target = max(target, min(BURST_UNITS, math.floor(self.capacity * BURST_SHARE)))
         whole = math.floor(self.balance)
         give_back = whole - target if whole > target else min(0, whole)
         self.balance -= give_back
@@ -141,7 +158,7 @@ class BucketSlice:
 
     def idle(self) -> bool:
         """Nothing held, owed or wanted: the syncer may skip it."""
-        return self.balance == 0 and self.wanted == 0 and self.used == 0 and self.demand < 0.01
+        return self.balance == 0 and self.wanted == 0 and self.used == 0 and self.demand == 0
 
 
 class RateLimiter:

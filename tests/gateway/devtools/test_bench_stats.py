@@ -86,3 +86,13 @@ def test_table_shows_the_clients_cpu_per_request_when_measured():
 def test_table_leaves_ttft_out_without_streams():
     s = summarize("direct", "u", "m", [Sample(0.01)], 1.0)
     assert "ttft" not in render_table(build_report({}, [s]))
+
+
+def test_the_limited_target_is_compared_with_the_plain_gateway() -> None:
+    from gateway.devtools.bench_stats import Sample, build_report, render_table, summarize
+
+    plain = summarize("gateway", "u", "m", [Sample(0.002)] * 10, 1.0, 0.1)
+    limited = summarize("limited", "u", "m", [Sample(0.0025)] * 10, 1.0, 0.1)
+    report = build_report({}, [plain, limited])
+    assert report["limits_cost_ms"]["latency_ms"]["p50"] == pytest.approx(0.5)
+    assert "limits cost" in render_table(report)
