@@ -13,6 +13,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine
@@ -120,11 +121,11 @@ def history_frame(changes: Sequence[BudgetChangeEntry], team: str | None = None)
     """who changed which budget when, before → after; newest first."""
     columns = ["when (UTC)", "who", "budget", "applies to", "period", "before", "after"]
 
-    def text(state: Mapping[str, object] | None) -> str:
+    def text(state: Mapping[str, Any] | None) -> str:
         if state is None:
             return "—"
         kind = "hard" if state.get("hard") else "soft"
-        alerts = ",".join(str(a) for a in state.get("alert_at", []))  # type: ignore[attr-defined]
+        alerts = ",".join(str(a) for a in state.get("alert_at", []))
         return f"${state.get('limit_usd')} {kind}, alerts at {alerts}%"
 
     rows = [

@@ -123,6 +123,21 @@ def count_attempts(
     )
 
 
+def sent_keys(engine: Engine, period_starts: set[dt.datetime]) -> set[tuple[int, dt.datetime, int]]:
+    """(budget id, period start, threshold) of the alerts already sent for these periods:
+    one query per round, so a notifier does not claim what is long done."""
+    if not period_starts:
+        return set()
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(BudgetAlert.budget_id, BudgetAlert.period_start, BudgetAlert.threshold).where(
+                BudgetAlert.period_start.in_(sorted(period_starts)),
+                BudgetAlert.sent_at.is_not(None),
+            )
+        ).all()
+    return {(r[0], r[1], r[2]) for r in rows}
+
+
 def sent_alerts(engine: Engine) -> list[tuple[int, dt.datetime, int, dt.datetime | None, int]]:
     """(budget id, period start, threshold, sent at, attempts) of every alert row."""
     with engine.connect() as conn:

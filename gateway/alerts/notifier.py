@@ -24,6 +24,7 @@ from db.budget_alerts import (
     count_attempts,
     ensure_alert_row,
     mark_sent,
+    sent_keys,
 )
 from gateway.alerts.webhook import Delivery, WebhookSender, alert_body
 
@@ -69,14 +70,15 @@ class BudgetNotifier:
     def notify(self, figures: Sequence[BudgetFigures]) -> list[Outcome]:
         """One round: send every due, unsent threshold; what was attempted."""
         outcomes: list[Outcome] = []
-        for f in figures:
-            for threshold in due_thresholds(f):
-                key: AlertKey = (f.budget.id, f.period_start, threshold)
-                if self._clock() < self._not_before.get(key, float("-inf")):
-                    continue
-                outcome = self._send_once(f, threshold, key)
-                if outcome is not None:
-                    outcomes.append(outcome)
+        due = [(f, t) for f in figures for t in due_thresholds(f)]
+        done = sent_keys(self._engine, {f.period_start for f, _ in due}) if due else set()
+        for f, threshold in due:
+            key: AlertKey = (f.budget.id, f.period_start, threshold)
+            if key in done or self._clock() < self._not_before.get(key, float("-inf")):
+                continue
+            outcome = self._send_once(f, threshold, key)
+            if outcome is not None:
+                outcomes.append(outcome)
         return outcomes
 
     def _send_once(self, f: BudgetFigures, threshold: int, key: AlertKey) -> Outcome | None:
