@@ -48,31 +48,22 @@ class BudgetLeaseState:
         return max(ZERO, self.limit_usd - self.spent_usd - self.reserved_usd)
 
 
-def period_spent(
+def ledger_spent(
     conn: Connection,
     budget_id: int,
     scope: BudgetScope,
     scope_value: str,
     start: dt.datetime,
     end: dt.datetime,
-) -> tuple[Decimal, Decimal, Decimal, int]:
-    """(spent, reserved by live holders, settled counted by holders, live holders).
-
-    Spent is the larger of the ledger's total and (the ledger before the first lease of
-    the period + what holders settled since): holders report a settled cost before the
-    ledger's batched write lands, the ledger knows what came before any lease.
-    """
-    leases = conn.execute(
-        select(
-            func.coalesce(func.sum(BudgetLease.settled_usd), 0),
-            func.coalesce(
-                func.sum(BudgetLease.held_usd).filter(BudgetLease.expires_at > func.now()), 0
-            ),
-            func.count().filter(BudgetLease.expires_at > func.now()),
-            func.min(BudgetLease.created_at),
-        ).where(BudgetLease.budget_id == budget_id, BudgetLease.period_start == start)
-    ).one()
-    settled, reserved, live, first = Decimal(leases[0]), Decimal(leases[1]), leases[2], leases[3]
+) -> tuple[Decimal, Decimal]:
+    """(the ledger's total for the scope and period, the part of it that started before
+    the period's first lease). Read before the budget's lock is taken: the ledger lags
+    anyway, and its scan must not hold the lock that every replica's sync waits for."""
+    first = conn.execute(
+        select(func.min(BudgetLease.created_at)).where(
+            BudgetLease.budget_id == budget_id, BudgetLease.period_start == start
+        )
+    ).scalar_one()
     cost = UsageRow.actual_cost_usd
     in_period = and_(
         scope_filter(scope, scope_value), UsageRow.started_at >= start, UsageRow.started_at < end
@@ -84,7 +75,37 @@ def period_spent(
             func.coalesce(func.sum(cost).filter(before_first), 0),
         ).where(in_period)
     ).one()
-    spent = max(Decimal(total or 0), Decimal(baseline or 0) + settled)
+    return Decimal(total or 0), Decimal(baseline or 0)
+
+
+def period_spent(
+    conn: Connection,
+    budget_id: int,
+    scope: BudgetScope,
+    scope_value: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    ledger: tuple[Decimal, Decimal] | None = None,
+) -> tuple[Decimal, Decimal, Decimal, int]:
+    """(spent, reserved by live holders, settled counted by holders, live holders).
+
+    Spent is the larger of the ledger's total and (the ledger before the first lease of
+    the period + what holders settled since): holders report a settled cost before the
+    ledger's batched write lands, the ledger knows what came before any lease. `ledger`:
+    `ledger_spent`'s figures when the caller read them already.
+    """
+    leases = conn.execute(
+        select(
+            func.coalesce(func.sum(BudgetLease.settled_usd), 0),
+            func.coalesce(
+                func.sum(BudgetLease.held_usd).filter(BudgetLease.expires_at > func.now()), 0
+            ),
+            func.count().filter(BudgetLease.expires_at > func.now()),
+        ).where(BudgetLease.budget_id == budget_id, BudgetLease.period_start == start)
+    ).one()
+    settled, reserved, live = Decimal(leases[0]), Decimal(leases[1]), leases[2]
+    total, baseline = ledger or ledger_spent(conn, budget_id, scope, scope_value, start, end)
+    spent = max(total, baseline + settled)
     return spent, reserved, settled, int(live)
 
 
@@ -101,6 +122,7 @@ def sync_budget_lease(
     want_free_usd: Decimal,
     min_free_usd: Decimal = ZERO,
     ttl_s: float,
+    ledger: tuple[Decimal, Decimal] | None = None,
 ) -> BudgetLeaseState | None:
     """One holder's sync of one budget period, under the budget row's lock.
 
@@ -113,14 +135,21 @@ def sync_budget_lease(
 
     None if the budget is gone (removed meanwhile).
     """
-    budget = conn.execute(
-        select(BudgetRow.limit_usd, BudgetRow.scope, BudgetRow.scope_value)
-        .where(BudgetRow.id == budget_id)
-        .with_for_update()
+    found = conn.execute(
+        select(BudgetRow.scope, BudgetRow.scope_value).where(BudgetRow.id == budget_id)
     ).one_or_none()
-    if budget is None:
+    if found is None:
         return None
-    limit, scope, value = Decimal(budget[0]), BudgetScope(budget[1]), budget[2]
+    scope, value = BudgetScope(found[0]), found[1]
+    if ledger is None:  # a caller syncing several budgets reads every ledger figure first
+        ledger = ledger_spent(conn, budget_id, scope, value, start, end)
+    # from here on under the budget's lock: a few short statements
+    limit = conn.execute(
+        select(BudgetRow.limit_usd).where(BudgetRow.id == budget_id).with_for_update()
+    ).scalar_one_or_none()
+    if limit is None:
+        return None
+    limit = Decimal(limit)
     key = (
         BudgetLease.budget_id == budget_id,
         BudgetLease.period_start == start,
@@ -153,7 +182,7 @@ def sync_budget_lease(
             },
         )
     )
-    spent, reserved, _, live = period_spent(conn, budget_id, scope, value, start, end)
+    spent, reserved, _, live = period_spent(conn, budget_id, scope, value, start, end, ledger)
     free = limit - spent - reserved  # `reserved` holds this holder's new hold already
     fair = free / max(1, live)
     grant = max(ZERO, min(want_free_usd, max(fair, min_free_usd), free))

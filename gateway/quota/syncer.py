@@ -19,10 +19,16 @@ import time
 from collections.abc import Callable
 from decimal import Decimal
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from db.budgets import load_budgets
-from db.leases import BucketState, BudgetLeaseState, sync_budget_lease, take_from_bucket
+from db.leases import (
+    BucketState,
+    BudgetLeaseState,
+    ledger_spent,
+    sync_budget_lease,
+    take_from_bucket,
+)
 from gateway.domain.budgets import Budget
 from gateway.quota.budget_slice import BudgetAsk
 from gateway.quota.guard import QuotaGuard
@@ -58,9 +64,12 @@ class PostgresQuotaStore:
     def __init__(self, engine: Engine, holder: str) -> None:
         self.engine = engine
         self.holder = holder
+        self.budgets: dict[int, Budget] = {}  # as last loaded: for the ledger's scopes
 
     def load_budgets(self) -> list[Budget]:
-        return load_budgets(self.engine)
+        found = load_budgets(self.engine)
+        self.budgets = {b.id: b for b in found}
+        return found
 
     def sync(
         self, budgets: list[BudgetSync], buckets: list[BucketSync]
@@ -68,8 +77,10 @@ class PostgresQuotaStore:
         budget_out: dict[int, BudgetLeaseState | None] = {}
         bucket_out: dict[int, BucketState] = {}
         with self.engine.begin() as conn:
-            # ascending budget ids, then bucket names: two replicas never wait on each other
-            # in a cycle
+            # the ledger's figures first, before any lock is held (its scans are the slow
+            # part); then ascending budget ids, then bucket names: two replicas never wait
+            # on each other in a cycle
+            ledgers = [self._ledger(conn, b) for b in budgets]
             for i, b in sorted(enumerate(budgets), key=lambda p: (p[1].budget_id, p[1].start)):
                 budget_out[i] = sync_budget_lease(
                     conn,
@@ -83,6 +94,7 @@ class PostgresQuotaStore:
                     want_free_usd=b.ask.want_free_usd,
                     min_free_usd=b.ask.min_free_usd,
                     ttl_s=LEASE_TTL_S,
+                    ledger=ledgers[i],
                 )
             for i, k in sorted(enumerate(buckets), key=lambda p: p[1].name):
                 bucket_out[i] = take_from_bucket(
@@ -91,6 +103,12 @@ class PostgresQuotaStore:
         return [budget_out[i] for i in range(len(budgets))], [
             bucket_out[i] for i in range(len(buckets))
         ]
+
+    def _ledger(self, conn: Connection, b: BudgetSync) -> tuple[Decimal, Decimal] | None:
+        budget = self.budgets.get(b.budget_id)
+        if budget is None:
+            return None  # not known here yet: sync_budget_lease reads it itself
+        return ledger_spent(conn, b.budget_id, budget.scope, budget.scope_value, b.start, b.end)
 
 
 class QuotaSyncer:
