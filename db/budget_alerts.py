@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import time
+from collections.abc import Callable
 from decimal import Decimal
 
 from sqlalchemy import Connection, Engine, and_, func, select, update
@@ -45,8 +47,64 @@ class BudgetFigures:
         return self.spent_usd * 100 / self.budget.limit_usd
 
 
-def budget_figures(engine: Engine, now: dt.datetime) -> list[BudgetFigures]:
-    """Every budget's figures at `now`: one ledger sum per budget, one lease query."""
+class SpentCache:
+    """What a scope spent in the closed part of its period, kept between rounds.
+
+    A month's budget sums up to a month of ledger rows; the watch asks every 15 s. The
+    part of the period that ended `settle_s` ago (whole hours) is summed once and kept
+    for `refresh_s`; only the recent part is summed every round (the `started_at` index
+    keeps that small). Rows that land late with an old `started_at` (a spool replayed
+    after an outage) count once the closed part is summed again: within `refresh_s`.
+    """
+
+    def __init__(
+        self,
+        settle_s: float = 600.0,
+        refresh_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settle = dt.timedelta(seconds=settle_s)
+        self._refresh_s = refresh_s
+        self._clock = clock
+        self._closed: dict[tuple[str, str, dt.datetime], tuple[dt.datetime, Decimal, float]] = {}
+        self._used: set[tuple[str, str, dt.datetime]] = set()
+
+    def spent(
+        self,
+        conn: Connection,
+        budget: Budget,
+        start: dt.datetime,
+        end: dt.datetime,
+        now: dt.datetime,
+    ) -> Decimal:
+        cut = (now - self._settle).replace(minute=0, second=0, microsecond=0)
+        cut = max(start, min(cut, end))
+        key = (budget.scope.value, budget.scope_value, start)
+        self._used.add(key)
+        held = self._closed.get(key)
+        if held is None or held[0] != cut or self._clock() - held[2] >= self._refresh_s:
+            closed = (
+                spent_in_period(conn, budget.scope, budget.scope_value, start, cut)
+                if cut > start
+                else Decimal(0)
+            )
+            self._closed[key] = (cut, closed, self._clock())
+        else:
+            closed = held[1]
+        return closed + spent_in_period(conn, budget.scope, budget.scope_value, cut, end)
+
+    def forget_unused(self) -> None:
+        """Drop what this round did not ask for (past periods, removed budgets)."""
+        for key in set(self._closed) - self._used:
+            del self._closed[key]
+        self._used = set()
+
+
+def budget_figures(
+    engine: Engine, now: dt.datetime, cache: SpentCache | None = None
+) -> list[BudgetFigures]:
+    """Every budget's figures at `now`: a ledger sum per budget (through `cache`, only
+    the recent part of it), one lease query."""
     budgets = load_budgets(engine)
     out: list[BudgetFigures] = []
     with engine.connect() as conn:
@@ -62,9 +120,14 @@ def budget_figures(engine: Engine, now: dt.datetime) -> list[BudgetFigures]:
         }
         for budget in budgets:
             start, end = budget.window(now)
-            spent = spent_in_period(conn, budget.scope, budget.scope_value, start, end)
+            if cache is None:
+                spent = spent_in_period(conn, budget.scope, budget.scope_value, start, end)
+            else:
+                spent = cache.spent(conn, budget, start, end, now)
             reserved = held.get((budget.id, start), Decimal(0))
             out.append(BudgetFigures(budget, start, end, spent, reserved))
+    if cache is not None:
+        cache.forget_unused()
     return out
 
 

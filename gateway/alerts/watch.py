@@ -24,7 +24,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import Engine
 
-from db.budget_alerts import BudgetFigures, budget_figures
+from db.budget_alerts import BudgetFigures, SpentCache, budget_figures
 from gateway.alerts.budget_metrics import render_budgets
 from gateway.alerts.notifier import BudgetNotifier
 
@@ -48,12 +48,13 @@ class BudgetWatch:
         self._notifier = notifier
         self.interval_s = interval_s
         self._now = now
+        self._spent = SpentCache()  # a month's ledger rows are not summed every round
         self.figures: list[BudgetFigures] = []
         self.last_success: float | None = None
 
     def run_round(self) -> None:
         """Read the figures, then send what is due. Blocking: run it in a thread."""
-        figures = budget_figures(self._engine, self._now())
+        figures = budget_figures(self._engine, self._now(), self._spent)
         self.figures, self.last_success = figures, time.time()
         if self._notifier is not None:
             self._notifier.notify(figures)

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import Engine, func, insert
 
 from db.budget_alerts import (
+    SpentCache,
     budget_figures,
     claim_alert,
     ensure_alert_row,
@@ -98,3 +99,25 @@ def test_an_alert_row_is_claimed_by_one_sender_and_never_after_it_was_sent(
     ((budget_id, period_start, threshold, sent_at, attempts),) = sent_alerts(ledger_engine)
     assert (budget_id, period_start, threshold, attempts) == (b.id, start, 80, 2)
     assert sent_at is not None
+
+
+def test_the_watchs_cache_sums_the_closed_part_once_and_late_rows_within_refresh(
+    ledger_engine: Engine,
+) -> None:
+    set_budget(ledger_engine, BudgetScope.APP, "shop", BudgetPeriod.WEEK, Decimal(100), actor="t")
+    _spend(ledger_engine, WEEK_START + dt.timedelta(hours=1), "1")  # closed: summed once
+    _spend(ledger_engine, NOW - dt.timedelta(minutes=5), "2")  # recent: every round
+    clock = [0.0]
+    cache = SpentCache(settle_s=600, refresh_s=300, clock=lambda: clock[0])
+    assert budget_figures(ledger_engine, NOW, cache)[0].spent_usd == 3
+    _spend(ledger_engine, NOW - dt.timedelta(minutes=1), "4")  # recent: counted at once
+    _spend(ledger_engine, WEEK_START + dt.timedelta(hours=2), "8")  # late, in the closed part
+    clock[0] = 200.0
+    assert budget_figures(ledger_engine, NOW, cache)[0].spent_usd == 7
+    clock[0] = 301.0  # the closed part is summed again: the late row counts
+    assert budget_figures(ledger_engine, NOW, cache)[0].spent_usd == 15
+    assert budget_figures(ledger_engine, NOW)[0].spent_usd == 15  # what no cache says
+    # an hour later the cut moves on: the closed part is summed again at once
+    _spend(ledger_engine, WEEK_START + dt.timedelta(hours=3), "16")
+    later = NOW + dt.timedelta(hours=1)
+    assert budget_figures(ledger_engine, later, cache)[0].spent_usd == 31
