@@ -9,9 +9,10 @@ only that team's rows. A hash is `pbkdf2_sha256$<iterations>$<salt hex>$<digest 
 SHA-256 digest of a password is cracked offline in moments. A refused entry stops the
 dashboard at start with an error that names the user, never the hash.
 
-Roles, and what each may do (`ROLE_PERMISSIONS`): `finance` spend, savings and export;
-`ops` latency and errors, the request log, routing (read and change); `admin` all of it;
-`viewer` reads spend, savings, latency and routing and changes nothing.
+Roles, and what each may do (`ROLE_PERMISSIONS`): `finance` spend, savings and export,
+budgets (read and change); `ops` latency and errors, the request log, routing (read and
+change), budgets (read); `admin` all of it; `viewer` reads spend, savings, latency,
+routing and budgets and changes nothing.
 """
 
 from __future__ import annotations
@@ -41,17 +42,24 @@ class Permission(enum.StrEnum):
     REQUESTS = "requests"  # the request log and its drill-down
     ROUTING_VIEW = "routing_view"  # live weights and their history
     ROUTING_EDIT = "routing_edit"  # apply a routing change
+    BUDGETS_VIEW = "budgets_view"  # budgets, their burn-down and forecast, their history
+    BUDGETS_EDIT = "budgets_edit"  # create or change a budget
 
 
 ROLE_PERMISSIONS: dict[str, frozenset[Permission]] = {
-    "viewer": frozenset({Permission.SPEND, Permission.LATENCY, Permission.ROUTING_VIEW}),
-    "finance": frozenset({Permission.SPEND, Permission.EXPORT}),
+    "viewer": frozenset(
+        {Permission.SPEND, Permission.LATENCY, Permission.ROUTING_VIEW, Permission.BUDGETS_VIEW}
+    ),
+    "finance": frozenset(
+        {Permission.SPEND, Permission.EXPORT, Permission.BUDGETS_VIEW, Permission.BUDGETS_EDIT}
+    ),
     "ops": frozenset(
         {
             Permission.LATENCY,
             Permission.REQUESTS,
             Permission.ROUTING_VIEW,
             Permission.ROUTING_EDIT,
+            Permission.BUDGETS_VIEW,
         }
     ),
     "admin": frozenset(Permission),

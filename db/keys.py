@@ -47,6 +47,8 @@ class KeyInfo:
     max_output_tokens: int | None = None
     expires_at: dt.datetime | None = None
     is_admin: bool = False
+    rpm_limit: int | None = None  # requests per minute across every replica
+    tpm_limit: int | None = None  # tokens (prompt + output) per minute
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -62,6 +64,8 @@ class KeyListing:
     max_output_tokens: int | None = None
     expires_at: dt.datetime | None = None
     is_admin: bool = False
+    rpm_limit: int | None = None
+    tpm_limit: int | None = None
 
 
 def generate_key() -> str:
@@ -93,6 +97,8 @@ def create_key(
     max_output_tokens: int | None = None,
     expires_at: dt.datetime | None = None,
     is_admin: bool = False,
+    rpm_limit: int | None = None,
+    tpm_limit: int | None = None,
 ) -> tuple[str, KeyListing]:
     """Create a key for `app` (created if new; moved to `team` when one is given).
 
@@ -102,7 +108,8 @@ def create_key(
     if not app.strip():
         raise ValueError("an app name is required")
     models = None if allowed_models is None else _model_names(allowed_models)
-    for name, cap in (("max_n", max_n), ("max_output_tokens", max_output_tokens)):
+    caps = (("max_n", max_n), ("max_output_tokens", max_output_tokens))
+    for name, cap in (*caps, ("rpm_limit", rpm_limit), ("tpm_limit", tpm_limit)):
         if cap is not None and cap < 1:
             raise ValueError(f"{name} must be at least 1 (got {cap})")
     if expires_at is not None and expires_at.tzinfo is None:
@@ -126,6 +133,8 @@ def create_key(
                     max_output_tokens=max_output_tokens,
                     expires_at=expires_at,
                     is_admin=is_admin,
+                    rpm_limit=rpm_limit,
+                    tpm_limit=tpm_limit,
                 )
             )
         return key, _listing(engine, key_id)
@@ -159,6 +168,8 @@ _Listing = Select[
     int | None,
     dt.datetime | None,
     bool,
+    int | None,
+    int | None,
 ]
 
 
@@ -176,6 +187,8 @@ def _listing_query() -> _Listing:
             ApiKey.max_output_tokens,
             ApiKey.expires_at,
             ApiKey.is_admin,
+            ApiKey.rpm_limit,
+            ApiKey.tpm_limit,
         )
         .join(App, ApiKey.app_id == App.id)
         .outerjoin(Team, App.team_id == Team.id)
@@ -184,8 +197,8 @@ def _listing_query() -> _Listing:
 
 
 def _as_listing(row: Any) -> KeyListing:
-    key_id, app, team, prefix, created, revoked, models, max_n, max_out, expires, admin = row
-    scope = (_models(models), max_n, max_out, expires, bool(admin))
+    key_id, app, team, prefix, created, revoked, models, max_n, max_out, expires, admin = row[:11]
+    scope = (_models(models), max_n, max_out, expires, bool(admin), row[11], row[12])
     return KeyListing(key_id, app, team, prefix, created, revoked, *scope)
 
 
@@ -242,6 +255,8 @@ def load_active_keys(engine_or_url: Engine | str | None = None) -> dict[str, Key
             ApiKey.max_output_tokens,
             ApiKey.expires_at,
             ApiKey.is_admin,
+            ApiKey.rpm_limit,
+            ApiKey.tpm_limit,
         )
         .join(App, ApiKey.app_id == App.id)
         .outerjoin(Team, App.team_id == Team.id)
@@ -250,6 +265,6 @@ def load_active_keys(engine_or_url: Engine | str | None = None) -> dict[str, Key
     with engine_scope(engine_or_url) as engine, engine.connect() as conn:
         rows = conn.execute(query).all()
     return {
-        h: KeyInfo(i, a, t, _models(models), max_n, max_out, expires, bool(admin))
-        for h, i, a, t, models, max_n, max_out, expires, admin in rows
+        h: KeyInfo(i, a, t, _models(models), max_n, max_out, expires, bool(admin), rpm, tpm)
+        for h, i, a, t, models, max_n, max_out, expires, admin, rpm, tpm in rows
     }

@@ -36,6 +36,7 @@ from sqlalchemy import (
     MetaData,
     Numeric,
     Text,
+    UniqueConstraint,
     Uuid,
     func,
     text,
@@ -186,9 +187,7 @@ class ProviderBilling(Base):
     fx_per_usd: Mapped[Decimal] = mapped_column(Money)
     multiplier: Mapped[Decimal] = mapped_column(Money)
     # upstream model id -> prices in `currency` (decimal strings), as in the config
-    price_table: Mapped[dict[str, Any]] = mapped_column(
-        JSONB, server_default=text("'{}'::jsonb")
-    )
+    price_table: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     updated_at: Mapped[dt.datetime] = _now()
 
 
@@ -228,6 +227,9 @@ class ApiKey(Base):
     expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
     # an admin key reaches the administrative and reporting endpoints
     is_admin: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    # requests and tokens per minute across every replica (NULL: no limit)
+    rpm_limit: Mapped[int | None] = mapped_column(Integer)
+    tpm_limit: Mapped[int | None] = mapped_column(Integer)
 
 
 class RoutingChange(Base):
@@ -253,3 +255,97 @@ class RoutingChange(Base):
         Index("ix_routing_changes_changed_at", "changed_at"),
         CheckConstraint(_in("status", ROUTING_STATUSES), name="status"),
     )
+
+
+# Kept in step with gateway.domain.budgets.BudgetScope / BudgetPeriod (a test checks).
+BUDGET_SCOPES = ("app", "team", "key", "all")
+BUDGET_PERIODS = ("day", "week", "month")
+
+
+class BudgetRow(Base):
+    """A spending limit (written by `db.budgets`); `scope_value` is "" for `all`."""
+
+    __tablename__ = "budgets"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    scope: Mapped[str] = mapped_column(Text)
+    scope_value: Mapped[str] = mapped_column(Text)
+    period: Mapped[str] = mapped_column(Text)
+    limit_usd: Mapped[Decimal] = mapped_column(Money)
+    hard: Mapped[bool] = mapped_column(Boolean)
+    alert_at: Mapped[list[int]] = mapped_column(ARRAY(Integer))
+    created_at: Mapped[dt.datetime] = _now()
+    updated_at: Mapped[dt.datetime] = _now()
+
+    __table_args__ = (
+        UniqueConstraint("scope", "scope_value", "period"),
+        CheckConstraint(_in("scope", BUDGET_SCOPES), name="scope"),
+        CheckConstraint(_in("period", BUDGET_PERIODS), name="period"),
+    )
+
+
+class BudgetChange(Base):
+    """The audit trail of budgets: one row per set or remove, with before and after."""
+
+    __tablename__ = "budget_changes"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    budget_id: Mapped[int] = mapped_column(BigInteger)  # no FK: a removal keeps its trail
+    scope: Mapped[str] = mapped_column(Text)
+    scope_value: Mapped[str] = mapped_column(Text)
+    period: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(Text)
+    changed_at: Mapped[dt.datetime] = _now()
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+
+    __table_args__ = (Index("ix_budget_changes_changed_at", "changed_at"),)
+
+
+class BudgetAlert(Base):
+    """One webhook per (budget, period, threshold): the row is the once-only guard."""
+
+    __tablename__ = "budget_alerts"
+
+    budget_id: Mapped[int] = mapped_column(
+        ForeignKey("budgets.id", ondelete="CASCADE"), primary_key=True
+    )
+    period_start: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    threshold: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sent_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+
+
+class BudgetLease(Base):
+    """The slice of a budget's period one replica (`holder`) holds, and what it settled.
+
+    `held_usd` is reserved for that holder until `expires_at` (renewed on every sync; a
+    dead replica's hold lapses). `settled_usd` is the actual cost the holder has reported
+    so far this period, ahead of the ledger's batched writes (see docs/BUDGETS.md).
+    """
+
+    __tablename__ = "budget_leases"
+
+    budget_id: Mapped[int] = mapped_column(
+        ForeignKey("budgets.id", ondelete="CASCADE"), primary_key=True
+    )
+    period_start: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    holder: Mapped[str] = mapped_column(Text, primary_key=True)
+    held_usd: Mapped[Decimal] = mapped_column(Money, server_default=text("0"))
+    settled_usd: Mapped[Decimal] = mapped_column(Money, server_default=text("0"))
+    created_at: Mapped[dt.datetime] = _now()
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
+class LimitBucket(Base):
+    """A token bucket shared by every replica (a key's or a model's rpm or tpm).
+
+    `level` is what was left at `updated_at`; it refills at capacity per minute up to
+    capacity. Replicas take slices out of it and put back what they did not use.
+    """
+
+    __tablename__ = "limit_buckets"
+
+    name: Mapped[str] = mapped_column(Text, primary_key=True)  # "key:<id>:rpm", "model:<m>:tpm"
+    level: Mapped[Decimal] = mapped_column(Numeric(20, 6))
+    updated_at: Mapped[dt.datetime] = _now()

@@ -21,6 +21,8 @@ WHAT = {
     Permission.REQUESTS: "see the request log",
     Permission.ROUTING_VIEW: "see routing",
     Permission.ROUTING_EDIT: "change routing",
+    Permission.BUDGETS_VIEW: "see budgets",
+    Permission.BUDGETS_EDIT: "change budgets",
 }
 
 

@@ -37,6 +37,14 @@ PAGES = (
     PageSpec("latency_errors", "Latency & errors", ":material/speed:", "Ops", Permission.LATENCY),
     PageSpec("routing", "Routing", ":material/alt_route:", "Ops", Permission.ROUTING_VIEW),
     PageSpec("requests", "Requests", ":material/list:", "Ops", Permission.REQUESTS),
+    # last: every role may read it, and a role lands on its first page
+    PageSpec(
+        "budgets",
+        "Budgets",
+        ":material/account_balance_wallet:",
+        "Controls",
+        Permission.BUDGETS_VIEW,
+    ),
 )
 _BY_TITLE = {page.title: page for page in PAGES}
 

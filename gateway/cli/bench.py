@@ -35,7 +35,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--model", default="gpt-4o-mini",
                         help="a concrete public model name (default gpt-4o-mini)")
     parser.add_argument("--targets", default="direct,gateway",
-                        help="comma-separated: direct, gateway (default both)")
+                        help="comma-separated: direct, gateway, limited (default "
+                        "direct,gateway; limited: the gateway with --limited-api-key)")
+    parser.add_argument("--limited-api-key", default=None,
+                        help="a second gateway key, one under a budget and rate limits: "
+                        "the `limited` target, to measure what those checks cost")
     parser.add_argument("--requests", type=int, default=1000,
                         help="requests per target (default 1000)")
     parser.add_argument("--duration", type=float, default=30.0,
@@ -77,10 +81,13 @@ def run(args: argparse.Namespace) -> int:
     from gateway.domain.config import ConfigError, default_config_path, load_config
 
     names = [n.strip() for n in args.targets.split(",") if n.strip()]
-    unknown = set(names) - {"direct", "gateway"}
+    unknown = set(names) - {"direct", "gateway", "limited"}
     if unknown or not names:
-        print(f"--targets: expected direct and/or gateway, got {args.targets!r}",
+        print(f"--targets: expected direct, gateway and/or limited, got {args.targets!r}",
               file=sys.stderr)
+        return 2
+    if "limited" in names and not args.limited_api_key:
+        print("--targets limited needs --limited-api-key", file=sys.stderr)
         return 2
     for flag in ("requests", "concurrency", "duration"):
         if getattr(args, flag) <= 0:
@@ -104,14 +111,18 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, BenchError) as err:
         print(err, file=sys.stderr)
         return 2
+    keys = {"gateway": args.api_key, "limited": args.limited_api_key}
     for endpoint in endpoints:
         suffix = "" if endpoint == "chat.completions" else f":{endpoint}"
-        if "direct" in names:
-            targets.append(dataclasses.replace(direct, name="direct" + suffix,
-                                               endpoint=endpoint))
-        if "gateway" in names:
-            targets.append(Target("gateway" + suffix, args.gateway, args.model, args.api_key,
-                                  endpoint))
+        # in the order given: targets take turns in it, and what runs right after a
+        # gateway target finds that target's ledger rows still being written
+        for name in dict.fromkeys(names):
+            if name == "direct":
+                targets.append(dataclasses.replace(direct, name="direct" + suffix,
+                                                   endpoint=endpoint))
+            else:
+                targets.append(Target(name + suffix, args.gateway, args.model, keys[name],
+                                      endpoint))
     load = Load(requests=args.requests, duration_s=args.duration,
                 concurrency=args.concurrency, stream=args.stream, max_tokens=args.max_tokens,
                 warmup=max(20, 2 * args.concurrency) if args.warmup is None else args.warmup,

@@ -55,6 +55,15 @@ def register(sub: Any) -> None:
     create.add_argument(
         "--admin", action="store_true", help="an admin key: also reaches /costgate/routing"
     )
+    create.add_argument(
+        "--rpm", type=_positive, default=None, help="requests per minute, across replicas"
+    )
+    create.add_argument(
+        "--tpm",
+        type=_positive,
+        default=None,
+        help="tokens (prompt + output) per minute, across replicas",
+    )
     add_config_option(create)
     create.set_defaults(func=cmd_keys_create)
     listing = ksub.add_parser("list", help="list keys (never the keys themselves)")
@@ -161,6 +170,8 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
         max_output_tokens=args.max_output_tokens,
         expires_at=args.expires,
         is_admin=args.admin,
+        rpm_limit=args.rpm,
+        tpm_limit=args.tpm,
     )
     print(key)
     print(
@@ -200,6 +211,10 @@ def _scope(k: Any) -> str:
         parts.append(f"output<={k.max_output_tokens}")
     if k.expires_at is not None:
         parts.append("expires " + k.expires_at.strftime("%Y-%m-%d %H:%M"))
+    if k.rpm_limit is not None:
+        parts.append(f"rpm {k.rpm_limit}")
+    if k.tpm_limit is not None:
+        parts.append(f"tpm {k.tpm_limit}")
     return " ".join(parts)
 
 

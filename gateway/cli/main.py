@@ -16,6 +16,8 @@ COMMAND_MODULES = (
     "gateway.cli.sim",  # sim
     "gateway.cli.bench",  # bench
     "gateway.cli.db",  # migrate, keys
+    "gateway.cli.budgets",  # budgets set|list|remove|history
+    "gateway.cli.alerts",  # alerts run (budget gauges and webhooks)
     "gateway.cli.routing",  # routing show|set
     "gateway.cli.dashboard",  # dashboard, seed
     "gateway.cli.deploy",  # k8s-manifest

@@ -119,6 +119,9 @@ def build_report(load: dict[str, Any], summaries: Sequence[TargetSummary]) -> di
     }
     if others:
         report["overhead_ms_by_endpoint"] = others
+    if "limited" in by_name and "gateway" in by_name:
+        # what a budget and a key's rate limit add: the same gateway, another key
+        report["limits_cost_ms"] = overhead(by_name["limited"], by_name["gateway"])
     return report
 
 
@@ -145,7 +148,7 @@ def render_table(report: dict[str, Any]) -> str:
         rows.append(row)
     extras = {"overhead": report.get("overhead_ms")} | {
         f"overhead:{ep}": o for ep, o in report.get("overhead_ms_by_endpoint", {}).items()
-    }
+    } | {"limits cost": report.get("limits_cost_ms")}
     for label, extra in extras.items():
         if not extra:
             continue

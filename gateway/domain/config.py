@@ -119,6 +119,9 @@ class Model(_Strict):
     list_prices: Prices | None = None
     fallbacks: tuple[str, ...] = ()
     rpm_limit: int | None = Field(default=None, gt=0)
+    # the most output tokens the model produces: a budget's worst case for a request
+    # without max_tokens (none: such a request is refused under a hard budget)
+    max_output_tokens: int | None = Field(default=None, gt=0)
     tpm_limit: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")

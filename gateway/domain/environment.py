@@ -96,6 +96,11 @@ class Environment(BaseSettings):
     )
     app_name: str | None = Field(default=None, validation_alias="COSTGATE_APP_NAME")
     metrics_app_label: bool = Field(default=True, validation_alias="COSTGATE_METRICS_APP_LABEL")
+    # where `costgate alerts run` posts budget threshold webhooks (Slack's URL holds its
+    # token: a secret, never logged)
+    alert_webhook_url: SecretStr | None = Field(
+        default=None, validation_alias="COSTGATE_ALERT_WEBHOOK_URL"
+    )
     # the key `costgate bench` and the demo traffic send
     api_key: SecretStr | None = Field(default=None, validation_alias="COSTGATE_API_KEY")
     # the admin key the control plane sends to the replicas' `/costgate/routing` while it

@@ -54,12 +54,13 @@ async def run_attempts(
             on_model += 1
             ex.path.append(name)
             ex.model = model
-            limits.record_request(name)
+            limits.record_request(name, ex.reserved_tokens)
             started = time.perf_counter()
             try:
                 result = await call(model)
             except UpstreamFailure as failure:
                 last = failure
+                limits.settle_tokens(name, ex.reserved_tokens, 0)  # this attempt used none
                 if failure.verdict.affects_health:
                     breaker.record_failure()
                 else:

@@ -42,6 +42,8 @@ class Caller:
     team: str | None
     key_id: uuid.UUID | None
     scope: KeyScope = UNSCOPED
+    rpm_limit: int | None = None  # the key's requests per minute, across replicas
+    tpm_limit: int | None = None
 
     @classmethod
     def of_key(cls, info: KeyInfo) -> Caller:
@@ -52,7 +54,14 @@ class Caller:
             expires_at=info.expires_at,
             admin=info.is_admin,
         )
-        return cls(app=info.app, team=info.team, key_id=info.key_id, scope=scope)
+        return cls(
+            app=info.app,
+            team=info.team,
+            key_id=info.key_id,
+            scope=scope,
+            rpm_limit=info.rpm_limit,
+            tpm_limit=info.tpm_limit,
+        )
 
 
 ANONYMOUS = Caller(app=ANONYMOUS_APP, team=None, key_id=None)

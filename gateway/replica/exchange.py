@@ -15,6 +15,7 @@ from collections.abc import Callable
 from gateway.domain.config import Model
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.usage_record import UsageRecord
+from gateway.quota.guard import Admission
 from gateway.replica.auth import Caller
 from gateway.replica.chat_request import ChatRequest
 from gateway.routing.policy import RoutePlan
@@ -68,6 +69,10 @@ class Exchange:
     ttft_ms: int | None = None
     relay_started: bool = False
     recorded: bool = False  # its one ledger record was handed over
+    # its reservations on budgets and key limits (None: none applied), and the tokens
+    # each attempt reserved on its model's tpm cap
+    admission: Admission | None = None
+    reserved_tokens: int = 0
 
     def elapsed_ms(self) -> int:
         return int((time.perf_counter() - self.started) * 1000)

@@ -35,6 +35,7 @@ KEYS_FIRST_LOAD_TIMEOUT_S = 20.0
 # are spooled, and the next replica replays them
 LEDGER_CLOSE_TIMEOUT_S = 10.0
 
+
 class _MetricsHooks(AttemptHooks):
     def __init__(self, metrics: Any) -> None:
         self.m = metrics
@@ -94,8 +95,10 @@ class Gateway:
         graceful_s = cfg.gateway.graceful_shutdown_timeout_s
         self._ledger_close_s = min(LEDGER_CLOSE_TIMEOUT_S, graceful_s / 2)
         self._ledger_stranded_s = min(cfg.gateway.ledger_stranded_wait_s, graceful_s / 2)
+        self.quota_syncer: Any = None
         if database_url:
             self._start_key_refresh(database_url, state_dir)
+            await self._start_quota(database_url, replica_id)
             # Serve sends traffic once __init__ returns: a replica that answered before
             # its first key set arrived would refuse valid keys (seen during redeploys)
             if not await self.service.keys.wait_loaded(KEYS_FIRST_LOAD_TIMEOUT_S):
@@ -156,6 +159,24 @@ class Gateway:
             return {digest: Caller.of_key(key) for digest, key in keys.items()}
 
         self.service.keys.start_refresh(load, every_s=REFRESH_S)
+
+    async def _start_quota(self, database_url: str, replica_id: str) -> None:
+        """Budgets, key limits and model caps shared across replicas (docs/BUDGETS.md)."""
+        import secrets
+
+        from db.engine import make_engine
+        from gateway.quota.syncer import PostgresQuotaStore
+
+        engine = make_engine(database_url, pool_size=1, max_overflow=1)
+        # unique per process: a restarted replica with the same tag must not inherit
+        # (and double count) its predecessor's holds; those lapse instead
+        holder = f"{replica_id}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.quota_syncer = self.service.use_quota_store(PostgresQuotaStore(engine, holder))
+        try:
+            await asyncio.wait_for(self.quota_syncer.load_budgets(), KEYS_FIRST_LOAD_TIMEOUT_S)
+        except Exception as err:  # noqa: BLE001 - the syncer keeps trying in the background
+            log.warning("budgets not loaded at start: %s", type(err).__name__)
+        self.quota_syncer.start()
 
     async def reconfigure(self, user_config: dict[str, Any]) -> None:
         # parse_routing raises on bad settings; writers validate before they submit, so

@@ -30,6 +30,9 @@ from gateway.domain.usage_record import RequestStatus, UsageSource
 from gateway.providers.adapter import StreamParser
 from gateway.providers.client import UpstreamClient, UpstreamReply
 from gateway.providers.registry import adapter_for
+from gateway.quota.guard import QuotaGuard, Who
+from gateway.quota.syncer import PostgresQuotaStore, QuotaSyncer
+from gateway.quota.worst_case import WorstCasePricer
 from gateway.replica.attempts import run_attempts
 from gateway.replica.auth import KeyRing
 from gateway.replica.chat_request import parse_json_body
@@ -39,10 +42,7 @@ from gateway.replica.key_scope import check_request
 from gateway.replica.model_list import list_models
 from gateway.replica.record_builder import build_record
 from gateway.replica.request_body import read_body
-from gateway.replica.stream_relay import (
-    OpenedStream as OpenedStream,  # re-exported: gateway.replica.messages names it here
-)
-from gateway.replica.stream_relay import read_first_event, relay, relay_response
+from gateway.replica.stream_relay import OpenedStream, read_first_event, relay, relay_response
 from gateway.replica.usage_accounting import Accounted, account
 from gateway.routing.circuit_breaker import BreakerBoard
 from gateway.routing.latency_tracker import LatencyTracker
@@ -55,7 +55,6 @@ from gateway.routing.policy import (
     effective_prices,
     plan_route,
 )
-from gateway.routing.rate_limits import RateLimiter
 
 log = logging.getLogger("costgate.gateway")
 T = TypeVar("T")
@@ -79,6 +78,7 @@ class GatewayService:
     ) -> None:
         self.cfg = cfg
         self.catalog = PriceCatalog.from_config(cfg)
+        self.pricer = WorstCasePricer(cfg, self.catalog)
         self.prices = effective_prices(cfg)
         self.routing: RoutingSettings = routing_from_config(cfg)
         self.upstream = UpstreamClient(cfg, transport=transport)
@@ -90,16 +90,28 @@ class GatewayService:
         )
         self.breakers = BreakerBoard(self.routing.breaker)
         self.latency = LatencyTracker()
-        self.limits = RateLimiter()
+        # budgets and rate limits: local until `use_quota_store` shares them (a database)
+        self.quota = QuotaGuard(shared=False)
+        self.limits = self.quota.model_limits
         self.limits.update_caps(self.routing.caps, replicas=self._replicas())
+        self.quota_syncer: QuotaSyncer | None = None
         self.rng = rng or random.Random()
         self.ready = True
         # why this replica should take no new traffic (empty: no reason); the ingress
         # points it at the ledger writer's health, which the request path knows nothing of
         self.readiness: Callable[[], tuple[str, ...]] = lambda: ()
 
+    def use_quota_store(self, store: PostgresQuotaStore) -> QuotaSyncer:
+        """Budgets, key limits and model caps shared by every replica through `store`;
+        called before traffic. The caller starts the syncer."""
+        self.quota = QuotaGuard(shared=True)
+        self.limits = self.quota.model_limits
+        self.limits.update_caps(self.routing.caps)
+        self.quota_syncer = QuotaSyncer(self.quota, store)
+        return self.quota_syncer
+
     def _replicas(self) -> int:
-        """Caps are cluster-wide; each replica enforces its share of them."""
+        """Without a shared store, each replica enforces its share of a model's cap."""
         g = self.cfg.gateway
         return g.autoscaling.min_replicas if g.autoscaling else g.num_replicas
 
@@ -154,6 +166,8 @@ class GatewayService:
         finally:
             if not streaming:
                 self.hooks.inflight(-1)
+                if ex.admission is not None:
+                    ex.admission.release()  # a no-op once settled; else nothing was spent
 
     async def _chat(self, request: Request, ex: Exchange) -> Response:
         limit = self.cfg.gateway.max_body_bytes
@@ -163,6 +177,7 @@ class GatewayService:
         ex.request = req = check_request(ex.caller.scope, req, request.headers, ex.endpoint)
         plan = self._plan(req.model, request.headers)
         ex.plan = serving_plan(plan, ex.endpoint, self.cfg, req.model)
+        await self._admit(ex)
         if req.stream:
             return await self._open_stream(ex)
         return await self._complete(ex)
@@ -198,6 +213,20 @@ class GatewayService:
                 headers=headers_out,
             )
         return plan
+
+    async def _admit(self, ex: Exchange, prompt: list[dict[str, Any]] | None = None) -> None:
+        """Reserve the worst case on the caller's budgets, key limits and the models' token
+        caps (a refusal raises). `prompt`: the input as chat messages, for an API not in
+        SPECS (Anthropic's Messages)."""
+        assert ex.plan is not None and ex.request is not None
+        c, req = ex.caller, ex.request
+        key = None if c.key_id is None else str(c.key_id)
+        ex.admission, ex.reserved_tokens = await self.quota.reserve(
+            Who(c.app, c.team, key, c.rpm_limit, c.tpm_limit), self.pricer, ex.plan.models,
+            prompt if prompt is not None else SPECS[ex.endpoint].prompt(req.body),
+            max_tokens=req.max_tokens, key_cap=c.scope.max_output_tokens,
+            count_tokens=self.limits.counts_tokens(ex.plan.models),
+        )
 
     # -- the attempt loop -----------------------------------------------------------------
 
@@ -342,17 +371,24 @@ class GatewayService:
             )
         except Exception:  # noqa: BLE001 - a ledger bug must not fail the client's request
             log.exception("could not build the usage record of %s", ex.request_id)
+            if ex.admission is not None:
+                ex.admission.release()
             return
+        usage = accounted.usage
+        used = 0 if usage is None else usage.prompt_tokens + usage.completion_tokens
+        if ex.admission is not None:  # synchronous: this may run in a cancelled request
+            ex.admission.settle(record.actual_cost_usd, used)
+        if ex.model is not None:
+            self.limits.settle_tokens(ex.model.name, ex.reserved_tokens, used)
         if ex.model is not None and status is RequestStatus.OK and ex.upstream_ms is not None:
             # the upstream's own time (not our retries and waits) ranks it for `high`/`normal`
             self.latency.observe(ex.model.name, ex.upstream_ms / 1000, _s(record.ttft_ms))
-            if accounted.usage is not None:
-                used = accounted.usage.prompt_tokens + accounted.usage.completion_tokens
-                self.limits.record_tokens(ex.model.name, used)
         self.sink(record)
 
     async def aclose(self) -> None:
         self.keys.stop()
+        if self.quota_syncer is not None:
+            await self.quota_syncer.stop()
         await self.upstream.aclose()
 
 

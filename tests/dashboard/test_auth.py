@@ -82,15 +82,26 @@ def test_users_from_env_and_file_with_roles_and_teams(tmp_path):
 def test_roles_allow_what_the_docs_say():
     allowed = {role: {p for p in Permission if role_allows(role, p)} for role in ROLES}
     assert allowed["admin"] == set(Permission)
-    assert allowed["finance"] == {Permission.SPEND, Permission.EXPORT}
+    assert allowed["finance"] == {
+        Permission.SPEND,
+        Permission.EXPORT,
+        Permission.BUDGETS_VIEW,
+        Permission.BUDGETS_EDIT,
+    }
     assert allowed["ops"] == {
         Permission.LATENCY,
         Permission.REQUESTS,
         Permission.ROUTING_VIEW,
         Permission.ROUTING_EDIT,
+        Permission.BUDGETS_VIEW,
     }
-    # read-only: sees spend, savings, latency and routing, changes and exports nothing
-    assert allowed["viewer"] == {Permission.SPEND, Permission.LATENCY, Permission.ROUTING_VIEW}
+    # read-only: sees spend, savings, latency, routing and budgets, changes and exports nothing
+    assert allowed["viewer"] == {
+        Permission.SPEND,
+        Permission.LATENCY,
+        Permission.ROUTING_VIEW,
+        Permission.BUDGETS_VIEW,
+    }
     assert not role_allows("nobody", Permission.SPEND)
 
 

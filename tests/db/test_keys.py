@@ -77,8 +77,12 @@ def test_store_functions_accept_a_url_as_well_as_an_engine(database_url: str) ->
 def test_a_keys_scope_is_stored_listed_and_loaded_with_it(ledger_engine: Engine) -> None:
     expires = dt.datetime(2031, 5, 1, tzinfo=dt.UTC)
     key, created = create_key(
-        ledger_engine, "scoped", allowed_models=["fast", " gpt-4.1 ", "fast"], max_n=2,
-        max_output_tokens=512, expires_at=expires,
+        ledger_engine,
+        "scoped",
+        allowed_models=["fast", " gpt-4.1 ", "fast"],
+        max_n=2,
+        max_output_tokens=512,
+        expires_at=expires,
     )
     info = load_active_keys(ledger_engine)[hash_key(key)]
     assert info.allowed_models == ("fast", "gpt-4.1")  # stripped, de-duplicated, in order
@@ -97,7 +101,12 @@ def test_an_unscoped_key_is_unlimited_and_an_admin_key_says_so(ledger_engine: En
     active = load_active_keys(ledger_engine)
     p = active[hash_key(plain)]
     assert (p.allowed_models, p.max_n, p.max_output_tokens, p.expires_at, p.is_admin) == (
-        None, None, None, None, False)
+        None,
+        None,
+        None,
+        None,
+        False,
+    )
     assert active[hash_key(admin)].is_admin and listing.is_admin
 
 

@@ -22,6 +22,11 @@ def test_table_names_are_the_agreed_ones() -> None:
         "apps",
         "api_keys",
         "routing_changes",
+        "budgets",
+        "budget_changes",
+        "budget_alerts",
+        "budget_leases",
+        "limit_buckets",
     }
 
 

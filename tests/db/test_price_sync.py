@@ -68,12 +68,16 @@ def test_a_changed_fx_rate_adds_new_versions_and_keeps_the_old_ones(
     assert result.versions_inserted == 3  # the three relay models
     assert result.providers_changed == 1
     with ledger_engine.connect() as conn:
-        fxs = conn.execute(
-            text(
-                "SELECT DISTINCT fx_per_usd FROM price_versions WHERE provider = 'relay'"
-                " ORDER BY 1"
+        fxs = (
+            conn.execute(
+                text(
+                    "SELECT DISTINCT fx_per_usd FROM price_versions WHERE provider = 'relay'"
+                    " ORDER BY 1"
+                )
             )
-        ).scalars().all()
+            .scalars()
+            .all()
+        )
         current = conn.execute(
             text("SELECT fx_per_usd FROM provider_billing WHERE provider = 'relay'")
         ).scalar_one()

@@ -9,8 +9,11 @@ from gateway.cli.main import build_parser
 from gateway.domain.config import load_config
 from tests.deploy.repo_files import COMPOSE, EXAMPLE_ENV, PROMETHEUS, ROOT, compose
 
-SERVICES = {"secrets-check", "postgres", "gateway", "dashboard", "sim", "prometheus", "grafana"}
-COSTGATE_SERVICES = ("gateway", "dashboard", "sim", "secrets-check")
+SERVICES = {
+    *("secrets-check", "postgres", "gateway", "dashboard", "sim", "alerts"),
+    *("prometheus", "grafana"),
+}
+COSTGATE_SERVICES = ("gateway", "dashboard", "sim", "alerts", "secrets-check")
 # runs once before the others and exits: no healthcheck, others wait for its success
 ONE_SHOT = "secrets-check"
 _VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::?[-?][^}]*)?\}")
@@ -126,12 +129,17 @@ def test_prometheus_scrapes_the_gateway_service_on_its_port():
     import yaml
 
     prom = yaml.safe_load(PROMETHEUS.read_text())
-    targets = [
-        t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]
-    ]
+    targets = {
+        job["job_name"]: [t for sc in job["static_configs"] for t in sc["targets"]]
+        for job in prom["scrape_configs"]
+    }
     cfg = load_config(ROOT / "deploy" / "config" / "costgate.yaml")
-    assert targets == [f"gateway:{cfg.gateway.port}"]
-    assert prom["scrape_configs"][0]["metrics_path"] == "/metrics"
+    # the gateway (totals over every replica) and the budget watch, one target each
+    assert targets == {
+        "costgate": [f"gateway:{cfg.gateway.port}"],
+        "costgate-budgets": ["alerts:9108"],
+    }
+    assert all(job["metrics_path"] == "/metrics" for job in prom["scrape_configs"])
 
 
 @pytest.mark.parametrize("service", [s for s in COSTGATE_SERVICES if s != ONE_SHOT])
@@ -145,8 +153,11 @@ def test_python_healthchecks_are_valid_python_probing_the_services_own_port(serv
         "gateway": str(load_config(ROOT / "deploy" / "config" / "costgate.yaml").gateway.port),
         "dashboard": "8501",
         "sim": "9100",
+        "alerts": "9108",
     }
     assert port == listens[service]
+    if service != "gateway":  # the gateway takes its port from its config
+        assert listens[service] in svc["command"]
 
 
 def _secrets_checked() -> list[str]:

@@ -47,8 +47,8 @@ from gateway.replica.messages.errors import error_response
 from gateway.replica.messages.relay import MessagesStream, relay_messages
 from gateway.replica.messages.request import validate_messages_request
 from gateway.replica.request_body import read_body
-from gateway.replica.service import REQUEST_ID_HEADER, GatewayService, OpenedStream
-from gateway.replica.stream_relay import relay_response
+from gateway.replica.service import REQUEST_ID_HEADER, GatewayService
+from gateway.replica.stream_relay import OpenedStream, relay_response
 from gateway.replica.usage_accounting import Accounted, account
 
 _PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
@@ -91,6 +91,8 @@ class MessagesRoute:
         finally:
             if not streaming:
                 svc.hooks.inflight(-1)
+                if ex.admission is not None:
+                    ex.admission.release()  # a no-op once settled; else nothing was spent
 
     def _estimate(self, ex: Exchange, text: str, reported: TokenUsage | None = None
                   ) -> Accounted:
@@ -105,10 +107,11 @@ class MessagesRoute:
         limit = svc.cfg.gateway.max_body_bytes
         req = validate_messages_request(parse_json_body(await read_body(request, limit), limit))
         ex.request, ex.requested, ex.stream = req, req.model, req.stream
-        check_request(ex.caller.scope, req, request.headers)
+        check_request(ex.caller.scope, req, request.headers, Endpoint.MESSAGES)
         # an embedding model (or one whose adapter serves no Messages) is the client's 400
         ex.plan = serving_plan(svc._plan(req.model, request.headers), Endpoint.MESSAGES,
                                svc.cfg, req.model)
+        await svc._admit(ex, estimate_messages(req.body))  # budgets and limits, as everywhere
         passed = {h: request.headers[h] for h in _PASSED_HEADERS if request.headers.get(h)}
         if req.stream:
             return await self._stream(ex, passed)

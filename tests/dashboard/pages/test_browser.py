@@ -43,7 +43,10 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-PAGES = ["Overview", "Savings", "Spend", "Export", "Latency & errors", "Routing", "Requests"]
+PAGES = [
+    *("Overview", "Savings", "Spend", "Export", "Latency & errors", "Routing", "Requests"),
+    "Budgets",
+]
 NEW_AUTO = {"deepseek-v3.2": 0, "gemini-2.5-flash": 0, "claude-sonnet-4.5": 100}
 
 
@@ -231,7 +234,7 @@ def test_ops_change_routing_in_the_browser_and_the_gateway_follows(
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     # ops land on their first page and are offered only the Ops pages
     sign_in(page, dashboard, "olga", "ops-pass", lands_on="Latency & errors")
-    assert nav_links(page) == ["Latency & errors", "Routing", "Requests"]
+    assert nav_links(page) == ["Latency & errors", "Routing", "Requests", "Budgets"]
 
     open_page(page, "Routing")
     expect(page.get_by_text("Live weights of Serve app")).to_be_visible()
@@ -301,7 +304,10 @@ def test_ops_change_routing_in_the_browser_and_the_gateway_follows(
 def test_a_viewer_sees_routing_but_cannot_edit_it_nor_open_export(dashboard, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     sign_in(page, dashboard, "vic", "view-pass")
-    assert nav_links(page) == ["Overview", "Savings", "Spend", "Latency & errors", "Routing"]
+    assert nav_links(page) == [
+        *("Overview", "Savings", "Spend", "Latency & errors", "Routing"),
+        "Budgets",
+    ]
     open_page(page, "Routing")
     expect(page.get_by_text("only ops and admins can change routing")).to_be_visible()
     expect(page.get_by_role("button", name="Review change")).to_have_count(0)

@@ -100,3 +100,13 @@ def test_each_api_gets_its_own_overhead_row_side_by_side():
     assert by_endpoint["responses"]["latency_ms"]["p50"] == pytest.approx(2.5)
     table = render_table(report)
     assert "overhead:responses" in table and "+2.50" in table
+
+
+def test_the_limited_target_is_compared_with_the_plain_gateway() -> None:
+    from gateway.devtools.bench_stats import Sample, build_report, render_table, summarize
+
+    plain = summarize("gateway", "u", "m", [Sample(0.002)] * 10, 1.0, 0.1)
+    limited = summarize("limited", "u", "m", [Sample(0.0025)] * 10, 1.0, 0.1)
+    report = build_report({}, [plain, limited])
+    assert report["limits_cost_ms"]["latency_ms"]["p50"] == pytest.approx(0.5)
+    assert "limits cost" in render_table(report)

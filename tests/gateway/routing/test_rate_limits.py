@@ -1,9 +1,12 @@
-"""Per-replica rpm/tpm caps count a sliding minute and say when room comes back."""
+"""Rate limits as token buckets: a burst of the limit, then the limit per minute; a shared
+bucket's slice is spent locally and synced, a local one refills by itself."""
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.domain.routing_settings import ModelCaps
-from gateway.routing.rate_limits import RateLimiter
+from gateway.routing.rate_limits import BucketSlice, RateLimiter
 
 
 class FakeClock:
@@ -20,42 +23,40 @@ def test_requests_up_to_the_rpm_cap_are_allowed_then_refused() -> None:
     for _ in range(3):
         assert rl.wait_time("m") == 0
         rl.record_request("m")
-    assert rl.wait_time("m") > 0
+    assert rl.wait_time("m") == pytest.approx(20.0)  # one unit refills in 60 / 3 s
     assert rl.at_cap() == {"m": rl.wait_time("m")}
 
 
-def test_room_returns_when_the_oldest_requests_leave_the_minute() -> None:
-    clock = FakeClock(5000.0)
+def test_room_returns_as_the_bucket_refills() -> None:
+    clock = FakeClock()
     rl = RateLimiter({"m": ModelCaps(rpm=2)}, clock=clock)
     rl.record_request("m")
-    clock.t = 5020.5
     rl.record_request("m")
-    clock.t = 5030.0
-    # the first request (second 5000) leaves the window at 5060
-    assert rl.wait_time("m") == 30.0
-    clock.t = 5059.9
+    clock.t += 29.9
     assert rl.wait_time("m") > 0
-    clock.t = 5060.0
+    clock.t += 0.1
     assert rl.wait_time("m") == 0
 
 
-def test_tokens_per_minute_cap_counts_reported_tokens() -> None:
+def test_tokens_reserved_at_admission_are_settled_to_what_was_used() -> None:
     clock = FakeClock()
     rl = RateLimiter({"m": ModelCaps(tpm=1000)}, clock=clock)
-    rl.record_tokens("m", 600)
+    rl.record_request("m", tokens=900)  # prompt plus the largest output
+    rl.record_request("m", tokens=100)
+    assert rl.wait_time("m") > 0
+    rl.settle_tokens("m", reserved=900, used=300)
     assert rl.wait_time("m") == 0
-    rl.record_tokens("m", 400)
-    assert rl.wait_time("m") == 60.0
-    assert rl.usage("m") == (0, 1000)
 
 
-def test_a_cluster_cap_is_split_across_replicas() -> None:
+def test_a_local_cap_is_split_across_replicas_a_shared_one_is_not() -> None:
     clock = FakeClock()
     rl = RateLimiter({"m": ModelCaps(rpm=10)}, replicas=4, clock=clock)
     for _ in range(3):  # ceil(10 / 4)
         assert rl.wait_time("m") == 0
         rl.record_request("m")
     assert rl.wait_time("m") > 0
+    shared = RateLimiter({"m": ModelCaps(rpm=10)}, replicas=4, clock=clock, shared=True)
+    assert [s.capacity for s in shared.slices()] == [10]
 
 
 def test_models_without_caps_are_never_limited() -> None:
@@ -73,3 +74,41 @@ def test_new_caps_apply_live_and_keep_the_counts() -> None:
     assert rl.wait_time("m") == 0
     rl.update_caps({"m": ModelCaps(rpm=5)})
     assert rl.wait_time("m") > 0
+
+
+def test_a_shared_slice_starts_empty_and_spends_only_what_a_sync_granted() -> None:
+    clock = FakeClock()
+    s = BucketSlice("key:k:rpm", 20, clock=clock, shared=True)
+    assert not s.try_take(1)
+    assert s.wait_s() == 0  # the shared bucket may still have it: a sync can bring it
+    give_back, want = s.begin_sync()
+    assert give_back == 0 and want == 0
+    s.wanted = 3
+    _, want = s.begin_sync()
+    assert want == 3
+    s.end_sync(granted=3, level=0)
+    assert [s.try_take(1) for _ in range(4)] == [True, True, True, False]
+    assert s.wait_s() == pytest.approx(3.0)  # empty everywhere: one unit per 3 s
+
+
+def test_a_shared_slice_puts_back_what_it_will_not_need_and_pays_its_debts() -> None:
+    clock = FakeClock()
+    s = BucketSlice("b", 100, clock=clock, shared=True)
+    s.end_sync(granted=50, level=50)
+    s.try_take(4)
+    give_back, want = s.begin_sync()  # used 4: keeps 2 x the smoothed use (2) = 4
+    assert (give_back, want) == (42, 0)
+    assert s.balance == 4
+    s.force_take(10)
+    give_back, _ = s.begin_sync()
+    assert give_back == -6 and s.balance == 0  # a debt goes back as a negative
+    s.abort_sync(give_back)
+    assert s.balance == -6
+
+
+def test_remaining_and_reset_describe_the_whole_bucket() -> None:
+    clock = FakeClock()
+    s = BucketSlice("b", 60, clock=clock, shared=True)
+    s.end_sync(granted=10, level=20)
+    assert s.remaining() == 30
+    assert s.reset_s() == pytest.approx(30.0)
