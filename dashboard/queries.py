@@ -79,7 +79,8 @@ REQUEST_COLUMNS = (
     "cached_prompt_tokens, completion_tokens, reasoning_tokens, usage_source, latency_ms, "
     "ttft_ms, upstream_latency_ms, attempts, fallback_path, routing_policy, "
     "price_version_id, billing_currency, actual_cost, actual_cost_usd, list_cost_usd, "
-    "baseline_model, baseline_cost_usd, endpoint, cache_write_tokens"
+    "baseline_model, baseline_cost_usd, endpoint, cache_write_tokens, cache_hit, "
+    "trimmed_tokens"
 )
 
 # a loose index scan: one index probe per distinct value instead of reading every row
