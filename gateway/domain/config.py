@@ -123,6 +123,9 @@ class Model(_Strict):
     # without max_tokens (none: such a request is refused under a hard budget)
     max_output_tokens: int | None = Field(default=None, gt=0)
     tpm_limit: int | None = Field(default=None, gt=0)
+    # prompt + output tokens the model takes (the provider's published limit); none: no
+    # check, the upstream decides (gateway.domain.context_trim)
+    context_window: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _output_price_for_chat(self) -> Model:
@@ -140,6 +143,9 @@ class Alias(_Strict):
     # the model an app would have called without the gateway: routing savings are against it
     baseline: str | None = None
     fallbacks: tuple[str, ...] = ()
+    # a conversation over the window: refused, or trimmed (gateway.domain.context_trim);
+    # the request's x-costgate-trim header overrides it
+    trim: Literal["error", "drop_oldest", "middle_out"] = "error"
 
     @field_validator("candidates")
     @classmethod

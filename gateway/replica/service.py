@@ -36,6 +36,7 @@ from gateway.quota.worst_case import WorstCasePricer
 from gateway.replica.attempts import run_attempts
 from gateway.replica.auth import KeyRing
 from gateway.replica.chat_request import parse_json_body
+from gateway.replica.endpoints.context_fit import fit_context
 from gateway.replica.endpoints.spec import SPECS, serving_plan
 from gateway.replica.exchange import AttemptHooks, Exchange, RecordSink, utcnow
 from gateway.replica.key_scope import check_request
@@ -176,7 +177,8 @@ class GatewayService:
         ex.request, ex.requested, ex.stream = req, req.model, req.stream  # a refusal's row too
         ex.request = req = check_request(ex.caller.scope, req, request.headers, ex.endpoint)
         plan = self._plan(req.model, request.headers)
-        ex.plan = serving_plan(plan, ex.endpoint, self.cfg, req.model)
+        plan = serving_plan(plan, ex.endpoint, self.cfg, req.model)
+        ex.plan = fit_context(ex, plan, self.cfg, request.headers)  # may trim ex.request
         await self._admit(ex)
         if req.stream:
             return await self._open_stream(ex)
@@ -313,13 +315,8 @@ class GatewayService:
     def _abandon(self, ex: Exchange, response: httpx.Response) -> None:
         """The client left before the relay started: close upstream, record the request."""
         self.hooks.inflight(-1)
-        self._finish(
-            ex,
-            RequestStatus.CANCELLED,
-            200,
-            "client_disconnected",
-            account(None, messages=self._prompt(ex), completion=""),
-        )
+        accounted = account(None, messages=self._prompt(ex), completion="")
+        self._finish(ex, RequestStatus.CANCELLED, 200, "client_disconnected", accounted)
         asyncio.get_running_loop().create_task(response.aclose())
 
     # -- responses and records --------------------------------------------------------------

@@ -1,0 +1,143 @@
+"""Fitting a chat conversation into a model's context window, by the policy the app chose.
+
+Pure: messages in, messages out, counted with the offline tokenizer
+(`gateway.domain.token_estimate`). The window must hold the prompt and the output the
+request allows (`max_tokens`), as the providers count it.
+
+- `error` (the default): nothing is dropped; a prompt that does not fit is refused.
+- `drop_oldest`: whole turns are dropped from the oldest on.
+- `middle_out`: turns are dropped from the middle outwards, keeping the conversation's
+  start (its setting) and its end (the latest context) the longest.
+
+Both trimming policies keep every system/developer message and the last user turn (the last
+user message and all after it: an agent's tool calls and results on that turn). An
+assistant message with `tool_calls` and the `tool` messages that answer it are one unit:
+a provider refuses a tool result without its call, or a call without its results. The
+result is never an empty list; when the kept part alone is too long, `ContextTooLong`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.domain.token_estimate import REPLY_PRIMING_TOKENS, estimate_prompt_tokens
+
+PINNED_ROLES = frozenset({"system", "developer"})
+# answers to an assistant's call: `tool` (tool_calls) and the legacy `function` (function_call)
+RESULT_ROLES = frozenset({"tool", "function"})
+
+
+class TrimPolicy(enum.StrEnum):
+    ERROR = "error"
+    DROP_OLDEST = "drop_oldest"
+    MIDDLE_OUT = "middle_out"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Trimmed:
+    messages: list[Any]
+    prompt_tokens: int  # the estimate of what is sent
+    dropped_tokens: int  # 0: sent as the client wrote it
+    dropped_messages: int = 0
+
+
+class ContextTooLong(Exception):  # noqa: N818 - named for the OpenAI error it becomes
+    def __init__(self, prompt_tokens: int, max_tokens: int, window: int) -> None:
+        self.prompt_tokens, self.max_tokens, self.window = prompt_tokens, max_tokens, window
+        asked = f" and {max_tokens} tokens of output" if max_tokens else ""
+        super().__init__(
+            f"This model's maximum context length is {window} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages{asked}). "
+            "Please reduce the length of the messages or the output tokens, or choose a "
+            "trimming policy (x-costgate-trim: drop_oldest | middle_out)."
+        )
+
+
+def message_tokens(message: Any, model: str | None = None) -> int:
+    """One message's share of the prompt estimate (its framing and content)."""
+    if not isinstance(message, dict):
+        return estimate_prompt_tokens([{"content": message}], model) - REPLY_PRIMING_TOKENS
+    return estimate_prompt_tokens([message], model) - REPLY_PRIMING_TOKENS
+
+
+def units(messages: Sequence[Any]) -> list[list[int]]:
+    """Indexes of `messages` grouped into what is dropped together: a message alone, or an
+    assistant's tool/function call with the results that follow it."""
+    groups: list[list[int]] = []
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role in RESULT_ROLES and groups and _opens_call(messages[groups[-1][0]]):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _opens_call(message: Any) -> bool:
+    return (
+        isinstance(message, dict)
+        and message.get("role") == "assistant"
+        and bool(message.get("tool_calls") or message.get("function_call"))
+    )
+
+
+def _pinned(messages: Sequence[Any], groups: list[list[int]]) -> set[int]:
+    """The groups kept whatever the policy: system/developer prompts, the last user turn
+    (the last group if no message is the user's)."""
+    roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
+    last_user = max((i for i, r in enumerate(roles) if r == "user"), default=None)
+    pinned: set[int] = set()
+    for g, group in enumerate(groups):
+        in_last_turn = last_user is not None and group[-1] >= last_user
+        if in_last_turn or roles[group[0]] in PINNED_ROLES:
+            pinned.add(g)
+    if last_user is None:
+        pinned.add(len(groups) - 1)
+    return pinned
+
+
+def _drop_order(droppable: list[int], policy: TrimPolicy) -> list[int]:
+    if policy is TrimPolicy.DROP_OLDEST:
+        return droppable
+    # middle out: nearest the middle first; of two as near, the older one
+    middle = (len(droppable) - 1) / 2
+    order = sorted(enumerate(droppable), key=lambda pos_g: (abs(pos_g[0] - middle), pos_g[0]))
+    return [g for _, g in order]
+
+
+def fit(
+    messages: Sequence[Any],
+    *,
+    window: int,
+    max_tokens: int | None,
+    policy: TrimPolicy,
+    model: str | None = None,
+) -> Trimmed:
+    """`messages` as they fit `window` with room for `max_tokens` of output, or
+    `ContextTooLong` when the policy cannot make them fit."""
+    output = max_tokens or 0
+    costs = [message_tokens(m, model) for m in messages]
+    total = REPLY_PRIMING_TOKENS + sum(costs)
+    if total + output <= window:
+        return Trimmed(list(messages), total, 0)
+    if policy is TrimPolicy.ERROR or not messages:
+        raise ContextTooLong(total, output, window)
+    groups = units(messages)
+    pinned = _pinned(messages, groups)
+    droppable = [g for g in range(len(groups)) if g not in pinned]
+    dropped: set[int] = set()
+    kept = total
+    for g in _drop_order(droppable, policy):
+        if kept + output <= window:
+            break
+        dropped.add(g)
+        kept -= sum(costs[i] for i in groups[g])
+    if kept + output > window:
+        raise ContextTooLong(kept, output, window)
+    keep = [i for g, group in enumerate(groups) if g not in dropped for i in group]
+    return Trimmed(
+        [messages[i] for i in keep], kept, total - kept, len(messages) - len(keep)
+    )
