@@ -42,6 +42,7 @@ class Trimmed:
     prompt_tokens: int  # the estimate of what is sent
     dropped_tokens: int  # 0: sent as the client wrote it
     dropped_messages: int = 0
+    kept: tuple[int, ...] = ()  # the indexes of `messages` in what is sent
 
 
 class ContextTooLong(Exception):  # noqa: N818 - named for the OpenAI error it becomes
@@ -64,16 +65,27 @@ def message_tokens(message: Any, model: str | None = None) -> int:
 
 
 def units(messages: Sequence[Any]) -> list[list[int]]:
-    """Indexes of `messages` grouped into what is dropped together: a message alone, or an
-    assistant's tool/function call with the results that follow it."""
+    """Indexes of `messages` grouped into what is dropped together: a message alone, or a
+    run of tool use (an assistant's tool/function calls, the results that follow, further
+    calls on them); a `reasoning` item (the Responses API's) goes with what follows it."""
     groups: list[list[int]] = []
+    tool_run = False  # the last group holds a call: results and further calls join it
     for i, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if role in RESULT_ROLES and groups and _opens_call(messages[groups[-1][0]]):
+        role = _role(message)
+        after_reasoning = bool(groups) and _role(messages[groups[-1][-1]]) == "reasoning"
+        joins_run = tool_run and (role in RESULT_ROLES or role == "reasoning" or _opens_call(
+            message))
+        if after_reasoning or joins_run:
             groups[-1].append(i)
+            tool_run = tool_run or _opens_call(message)
         else:
             groups.append([i])
+            tool_run = _opens_call(message)
     return groups
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
 
 
 def _opens_call(message: Any) -> bool:
@@ -122,7 +134,7 @@ def fit(
     costs = [message_tokens(m, model) for m in messages]
     total = REPLY_PRIMING_TOKENS + sum(costs)
     if total + output <= window:
-        return Trimmed(list(messages), total, 0)
+        return Trimmed(list(messages), total, 0, 0, tuple(range(len(messages))))
     if policy is TrimPolicy.ERROR or not messages:
         raise ContextTooLong(total, output, window)
     groups = units(messages)
@@ -139,5 +151,5 @@ def fit(
         raise ContextTooLong(kept, output, window)
     keep = [i for g, group in enumerate(groups) if g not in dropped for i in group]
     return Trimmed(
-        [messages[i] for i in keep], kept, total - kept, len(messages) - len(keep)
+        [messages[i] for i in keep], kept, total - kept, len(messages) - len(keep), tuple(keep)
     )

@@ -1,4 +1,4 @@
-"""A chat completion's conversation held to its models' context windows, before admission.
+"""A conversation held to its models' context windows, before admission.
 
 The policy is the request's `x-costgate-trim` header, else its alias's `trim`, else
 `error`. The conversation is fitted to the plan's first model (the one meant to answer);
@@ -6,17 +6,20 @@ a fallback is then kept only if that same conversation fits its own window, othe
 is skipped: trimming once keeps one prompt for the whole request (what admission reserved
 and what the record counts), and a fallback is never handed a request it would refuse.
 When the first model cannot take it (policy `error`, or what must be kept is too long),
-the request is a 400 `context_length_exceeded` in OpenAI's shape, param `messages`.
+the request is a 400 `context_length_exceeded` in OpenAI's shape, param `messages`
+(`input` on the Responses API).
 
-Only chat completions are fitted: the Responses API's `input` (items of several kinds,
-and `previous_response_id` state the gateway cannot see) and Anthropic's Messages go
-upstream as they came, and the upstream's own limit applies.
+Chat completions' `messages` and the Responses API's `input` items (with `instructions`
+counted and always kept; a function call goes with its output) are fitted. Not covered:
+a Responses request that continues a stored one (`previous_response_id`, `conversation`:
+the gateway cannot see that context) has only what it sends checked; Anthropic's
+Messages (`/v1/messages`) goes upstream as it came, and the upstream's own limit applies.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.domain.config import Config
@@ -44,19 +47,69 @@ def trim_policy(cfg: Config, requested: str, headers: Mapping[str, str]) -> Trim
     return TrimPolicy(alias.trim) if alias is not None else TrimPolicy.ERROR
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Conversation:
+    """A request's input as chat messages to count and trim, and how to rebuild the body
+    from the indexes kept."""
+
+    messages: list[Any]
+    rebuild: Callable[[tuple[int, ...]], dict[str, Any]]
+    param: str  # what a 400 names
+
+
+def conversation(endpoint: Endpoint, body: dict[str, Any]) -> Conversation | None:
+    if endpoint is Endpoint.CHAT_COMPLETIONS:
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return None
+        return Conversation(
+            messages, lambda kept: {**body, "messages": [messages[i] for i in kept]}, "messages"
+        )
+    if endpoint is not Endpoint.RESPONSES or body.get("input") is None:
+        return None  # other APIs; a stored conversation's input is the upstream's to count
+    given = body["input"]
+    instructions = body.get("instructions")
+    head = [{"role": "system", "content": instructions}] if isinstance(instructions, str) else []
+    items = given if isinstance(given, list) else [{"role": "user", "content": given}]
+    offset = len(head)
+    return Conversation(
+        head + [_as_message(item) for item in items],
+        lambda kept: {**body, "input": [items[i - offset] for i in kept if i >= offset]},
+        "input",
+    )
+
+
+def _as_message(item: Any) -> dict[str, Any]:
+    """A Responses input item as the chat message that counts and trims like it: calls
+    (`function_call`, `custom_tool_call`...) as an assistant's tool calls, their outputs as
+    tool results, reasoning as what goes with the item after it."""
+    if not isinstance(item, dict):
+        return {"role": "user", "content": item}
+    kind = str(item.get("type") or "message")
+    if item.get("role") is not None:
+        return {"role": item["role"], "content": item.get("content")}
+    if kind == "reasoning":
+        return {"role": "reasoning", "content": item.get("summary") or item.get("content")}
+    if kind.endswith("_call_output"):
+        return {"role": "tool", "content": item.get("output")}
+    if kind.endswith("_call"):
+        call = item.get("arguments") or item.get("input") or item.get("action") or kind
+        return {"role": "assistant", "content": None, "tool_calls": call}
+    return {"role": kind, "content": item}  # an item_reference and the like: on its own
+
+
 def fit_context(
     ex: Exchange, plan: RoutePlan, cfg: Config, headers: Mapping[str, str]
 ) -> RoutePlan:
     """The plan whose models the (possibly trimmed) conversation fits; `ex.request` is
     replaced by the trimmed one and `ex.trimmed_tokens` set when anything was dropped."""
     req = ex.request
-    if ex.endpoint is not Endpoint.CHAT_COMPLETIONS or req is None:
+    conv = None if req is None else conversation(ex.endpoint, req.body)
+    if req is None or conv is None:
         return plan
     policy = trim_policy(cfg, ex.requested, headers)
     first = cfg.models_by_name[plan.first]
-    messages = req.body.get("messages")
-    if not isinstance(messages, list):
-        return plan
+    messages = conv.messages
     if first.context_window is not None:  # none known: the upstream's own limit applies
         try:
             trimmed = fit(
@@ -68,11 +121,11 @@ def fit_context(
             )
         except ContextTooLong as err:
             raise OpenAIError(
-                400, str(err), param="messages", code="context_length_exceeded"
+                400, str(err), param=conv.param, code="context_length_exceeded"
             ) from None
         if trimmed.dropped_tokens:
             messages = trimmed.messages
-            ex.request = dataclasses.replace(req, body={**req.body, "messages": messages})
+            ex.request = dataclasses.replace(req, body=conv.rebuild(trimmed.kept))
             ex.trimmed_tokens = trimmed.dropped_tokens
     output = req.max_tokens or 0
     models = tuple(

@@ -188,3 +188,26 @@ def test_an_empty_list_is_refused_not_returned_when_over():
 def test_output_alone_over_the_window_is_refused():
     with pytest.raises(ContextTooLong):
         fit(conversation(1), window=1000, max_tokens=1000, policy=TrimPolicy.MIDDLE_OUT)
+
+
+def test_a_run_of_tool_use_is_one_unit():
+    messages = [msg("user", 5), call("c1"), result("c1"), call("c2"), result("c2"),
+                msg("assistant", 5), msg("user", 5)]
+    assert units(messages) == [[0], [1, 2, 3, 4], [5], [6]]
+
+
+def test_a_reasoning_item_goes_with_what_follows_it():
+    reasoning = {"role": "reasoning", "content": "thinking"}
+    messages = [msg("user", 5), reasoning, call("c1"), result("c1"), reasoning,
+                msg("assistant", 5), msg("user", 5)]
+    assert units(messages) == [[0], [1, 2, 3, 4, 5], [6]]
+    assert units([msg("user", 5), reasoning, msg("assistant", 5)]) == [[0], [1, 2]]
+
+
+def test_kept_names_the_indexes_sent():
+    messages = conversation(6)
+    out = fit(messages, window=estimate_prompt_tokens(messages) // 2, max_tokens=None,
+              policy=TrimPolicy.DROP_OLDEST)
+    assert [messages[i] for i in out.kept] == out.messages
+    assert fit(messages, window=10**6, max_tokens=None, policy=TrimPolicy.ERROR).kept == tuple(
+        range(len(messages)))

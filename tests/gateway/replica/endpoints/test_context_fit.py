@@ -18,6 +18,7 @@ from gateway.domain.token_estimate import estimate_prompt_tokens
 from gateway.replica.auth import Caller
 from gateway.replica.chat_request import validate_chat_request
 from gateway.replica.endpoints.context_fit import TRIM_HEADER, fit_context, trim_policy
+from gateway.replica.endpoints.requests import responses_messages, validate_responses_request
 from gateway.replica.exchange import Exchange
 from gateway.routing.policy import RoutePlan
 
@@ -109,6 +110,62 @@ def test_a_model_without_a_window_is_not_checked(cfg):
 
 def test_other_apis_go_as_they_came(cfg):
     ex = exchange(long_chat(), "gpt-4o-mini")
+    ex.endpoint = Endpoint.EMBEDDINGS
+    p = plan("gpt-4o-mini")
+    assert fit_context(ex, p, cfg, {}) is p
+
+
+def responses_exchange(body: dict[str, Any]) -> Exchange:
+    ex = exchange([{"role": "user", "content": "x"}], "small-trim")
     ex.endpoint = Endpoint.RESPONSES
+    ex.request = validate_responses_request({"model": "small-trim", **body})
+    return ex
+
+
+def long_items(turns: int = 30) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for i in range(turns):
+        items.append({"role": "user", "content": f"question {i} " + "about ledgers " * 20})
+        items.append({"type": "function_call", "call_id": f"c{i}", "name": "sum",
+                      "arguments": '{"x": 1}'})
+        items.append({"type": "function_call_output", "call_id": f"c{i}",
+                      "output": "the costs " * 20})
+        items.append({"role": "assistant", "content": f"answer {i} " + "the costs " * 20})
+    items.append({"role": "user", "content": "And the total?"})
+    return items
+
+
+def test_a_responses_input_is_trimmed_keeping_calls_with_their_outputs(cfg):
+    items = long_items()
+    ex = responses_exchange({"input": items, "instructions": "Be brief.",
+                             "max_output_tokens": 100})
+    fit_context(ex, plan("gpt-4o-mini", alias="small-trim"), cfg, {})
+    assert ex.request is not None
+    sent = ex.request.body["input"]
+    assert ex.request.body["instructions"] == "Be brief." and sent[-1] == items[-1]
+    assert len(sent) < len(items) and ex.trimmed_tokens
+    calls = {i["call_id"] for i in sent if i.get("type") == "function_call"}
+    outputs = {i["call_id"] for i in sent if i.get("type") == "function_call_output"}
+    assert calls == outputs and calls
+    prompt = responses_messages(ex.request.body)
+    assert prompt is not None and estimate_prompt_tokens(prompt, "gpt-4o-mini") + 100 <= 2_000
+
+
+def test_a_responses_input_over_the_window_under_error_names_input(cfg):
+    ex = responses_exchange({"input": long_items()})
+    with pytest.raises(OpenAIError) as err:
+        fit_context(ex, plan("gpt-4o-mini"), cfg, {TRIM_HEADER: "error"})
+    assert err.value.code == "context_length_exceeded" and err.value.param == "input"
+
+
+def test_a_long_responses_string_cannot_be_trimmed(cfg):
+    ex = responses_exchange({"input": "ledger " * 3000})
+    with pytest.raises(OpenAIError) as err:
+        fit_context(ex, plan("gpt-4o-mini"), cfg, {TRIM_HEADER: "drop_oldest"})
+    assert err.value.code == "context_length_exceeded"
+
+
+def test_a_continued_response_is_not_checked(cfg):
+    ex = responses_exchange({"previous_response_id": "resp_1"})
     p = plan("gpt-4o-mini")
     assert fit_context(ex, p, cfg, {}) is p

@@ -17,7 +17,9 @@ import pytest
 import yaml
 
 from gateway.domain.context_trim import TrimPolicy, fit
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.token_estimate import estimate_prompt_tokens
+from gateway.replica.endpoints.context_fit import conversation
 from tests.fixtures.database import scratch_database
 from tests.fixtures.gateway import RunningGateway, _gateway
 from tests.fixtures.ports import claim_block
@@ -136,3 +138,21 @@ def test_a_conversation_that_fits_is_not_trimmed(trim_gateway, sim):
         model=ALIAS, messages=[{"role": "user", "content": "Hello"}], max_tokens=16)
     row = ledger_row(trim_gateway, raw.headers["x-costgate-request-id"])
     assert row["status"] == "ok" and row["trimmed_tokens"] is None
+
+
+def test_a_responses_input_is_trimmed_by_the_alias(trim_gateway, sim):
+    items = [m for m in long_conversation() if m["role"] != "system"]
+    body = {"input": items, "instructions": "You answer briefly.", "max_output_tokens": 64}
+    raw = sdk(trim_gateway).responses.with_raw_response.create(model=ALIAS, **body)
+    reply = raw.parse()
+    assert reply.status == "completed" and reply.output_text
+    conv = conversation(Endpoint.RESPONSES, body)
+    assert conv is not None
+    expected = fit(conv.messages, window=WINDOW, max_tokens=64, policy=TrimPolicy.DROP_OLDEST,
+                   model="gpt-4o-mini")
+    row = ledger_row(trim_gateway, raw.headers["x-costgate-request-id"])
+    assert row["endpoint"] == "responses" and row["status"] == "ok"
+    assert row["trimmed_tokens"] == expected.dropped_tokens > 0
+    # what the upstream counted is what was left, well under what the client sent
+    assert row["prompt_tokens"] < estimate_prompt_tokens(conv.messages, "gpt-4o-mini") - (
+        expected.dropped_tokens // 2)
