@@ -211,11 +211,27 @@ class GatewayOptions(_Strict):
     ray: RayOptions = RayOptions()
 
 
+class CacheOptions(_Strict):
+    """The exact-match response cache (gateway.replica.cache). Opt-in: a request sends
+    `x-costgate-cache: on`, or it names an alias or model listed here."""
+
+    aliases: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    ttl_s: float = Field(default=300.0, gt=0)  # a request's Cache-Control: max-age wins
+    max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)  # the in-replica LRU's bound
+    max_entry_bytes: int = Field(default=1024 * 1024, gt=0)  # larger answers: not stored
+    # shared by every replica when set (else each replica has its LRU); a Redis slower
+    # than the timeout, or down, is skipped: the request goes upstream, never fails
+    redis_url: str | None = None
+    redis_timeout_s: float = Field(default=0.05, gt=0)
+
+
 class Config(_Strict):
     gateway: GatewayOptions = GatewayOptions()
     providers: tuple[Provider, ...]
     models: tuple[Model, ...]
     aliases: dict[str, Alias] = Field(default_factory=dict)
+    cache: CacheOptions = CacheOptions()
     # behaviour of the upstream simulator; free-form here, validated by gateway.devtools.sim
     sim: dict[str, Any] = Field(default_factory=dict)
 
