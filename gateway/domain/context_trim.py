@@ -64,10 +64,26 @@ def message_tokens(message: Any, model: str | None = None) -> int:
     return estimate_prompt_tokens([message], model) - REPLY_PRIMING_TOKENS
 
 
-def units(messages: Sequence[Any]) -> list[list[int]]:
+def units(messages: Sequence[Any], *, turn_pairs: bool = False) -> list[list[int]]:
     """Indexes of `messages` grouped into what is dropped together: a message alone, or a
     run of tool use (an assistant's tool/function calls, the results that follow, further
-    calls on them); a `reasoning` item (the Responses API's) goes with what follows it."""
+    calls on them); a `reasoning` item (the Responses API's) goes with what follows it.
+    `turn_pairs` (Anthropic's Messages, whose turns must start with the user's and
+    alternate): an assistant's unit joins the one before it, so each unit opens on a user
+    turn and dropping whole units keeps the order of roles."""
+    groups = _runs(messages)
+    if not turn_pairs:
+        return groups
+    paired: list[list[int]] = []
+    for group in groups:
+        if paired and _role(messages[group[0]]) == "assistant":
+            paired[-1].extend(group)
+        else:
+            paired.append(group)
+    return paired
+
+
+def _runs(messages: Sequence[Any]) -> list[list[int]]:
     groups: list[list[int]] = []
     tool_run = False  # the last group holds a call: results and further calls join it
     for i, message in enumerate(messages):
@@ -127,6 +143,7 @@ def fit(
     max_tokens: int | None,
     policy: TrimPolicy,
     model: str | None = None,
+    turn_pairs: bool = False,
 ) -> Trimmed:
     """`messages` as they fit `window` with room for `max_tokens` of output, or
     `ContextTooLong` when the policy cannot make them fit."""
@@ -137,7 +154,7 @@ def fit(
         return Trimmed(list(messages), total, 0, 0, tuple(range(len(messages))))
     if policy is TrimPolicy.ERROR or not messages:
         raise ContextTooLong(total, output, window)
-    groups = units(messages)
+    groups = units(messages, turn_pairs=turn_pairs)
     pinned = _pinned(messages, groups)
     droppable = [g for g in range(len(groups)) if g not in pinned]
     dropped: set[int] = set()

@@ -10,15 +10,18 @@ the request is a 400 `context_length_exceeded` in OpenAI's shape, param `message
 (`input` on the Responses API).
 
 Chat completions' `messages` and the Responses API's `input` items (with `instructions`
-counted and always kept; a function call goes with its output) are fitted. Not covered:
-a Responses request that continues a stored one (`previous_response_id`, `conversation`:
-the gateway cannot see that context) has only what it sends checked; Anthropic's
-Messages (`/v1/messages`) goes upstream as it came, and the upstream's own limit applies.
+counted and always kept; a function call goes with its output) and Anthropic's Messages
+(`system` always kept; trimmed in user/assistant pairs, so the turns still open on the
+user's and alternate; a `tool_use` turn goes with its `tool_result` turn) are fitted.
+Not covered: a Responses request that continues a stored one (`previous_response_id`,
+`conversation`: the gateway cannot see that context) has only what it sends checked;
+legacy completions and embeddings go as they came (the upstream's own limit applies).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -55,6 +58,7 @@ class Conversation:
     messages: list[Any]
     rebuild: Callable[[tuple[int, ...]], dict[str, Any]]
     param: str  # what a 400 names
+    turn_pairs: bool = False  # Anthropic's turns: trimmed in user/assistant pairs
 
 
 def conversation(endpoint: Endpoint, body: dict[str, Any]) -> Conversation | None:
@@ -65,6 +69,8 @@ def conversation(endpoint: Endpoint, body: dict[str, Any]) -> Conversation | Non
         return Conversation(
             messages, lambda kept: {**body, "messages": [messages[i] for i in kept]}, "messages"
         )
+    if endpoint is Endpoint.MESSAGES:
+        return _anthropic(body)
     if endpoint is not Endpoint.RESPONSES or body.get("input") is None:
         return None  # other APIs; a stored conversation's input is the upstream's to count
     given = body["input"]
@@ -76,6 +82,35 @@ def conversation(endpoint: Endpoint, body: dict[str, Any]) -> Conversation | Non
         head + [_as_message(item) for item in items],
         lambda kept: {**body, "input": [items[i - offset] for i in kept if i >= offset]},
         "input",
+    )
+
+
+def _anthropic(body: dict[str, Any]) -> Conversation | None:
+    """A Messages body's turns, counted as `estimate_messages` counts them (the system
+    prompt always kept): an assistant turn with `tool_use` blocks as tool calls, a user
+    turn carrying `tool_result` blocks as their results."""
+    turns = body.get("messages")
+    if not isinstance(turns, list):
+        return None
+    system = body.get("system")
+    head = [{"role": "system", "content": json.dumps(system)}] if system else []
+    pseudo: list[Any] = []
+    for turn in turns:
+        content = turn.get("content") if isinstance(turn, dict) else turn
+        role = str(turn.get("role", "user")) if isinstance(turn, dict) else "user"
+        blocks = {b.get("type") for b in content if isinstance(b, dict)} if isinstance(
+            content, list) else set()
+        text = content if isinstance(content, str) else json.dumps(content)
+        if role == "assistant" and "tool_use" in blocks:
+            pseudo.append({"role": role, "content": text, "tool_calls": True})
+        else:
+            pseudo.append({"role": "tool" if "tool_result" in blocks else role, "content": text})
+    offset = len(head)
+    return Conversation(
+        head + pseudo,
+        lambda kept: {**body, "messages": [turns[i - offset] for i in kept if i >= offset]},
+        "messages",
+        turn_pairs=True,
     )
 
 
@@ -118,6 +153,7 @@ def fit_context(
                 max_tokens=req.max_tokens,
                 policy=policy,
                 model=first.upstream_model,
+                turn_pairs=conv.turn_pairs,
             )
         except ContextTooLong as err:
             raise OpenAIError(

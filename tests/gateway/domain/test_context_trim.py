@@ -211,3 +211,23 @@ def test_kept_names_the_indexes_sent():
     assert [messages[i] for i in out.kept] == out.messages
     assert fit(messages, window=10**6, max_tokens=None, policy=TrimPolicy.ERROR).kept == tuple(
         range(len(messages)))
+
+
+def test_turn_pairs_units_open_on_a_user_turn():
+    messages = [msg("system", 5), msg("user", 5), msg("assistant", 5),
+                msg("user", 5), call("c1"), result("c1"), msg("assistant", 5), msg("user", 5)]
+    assert units(messages, turn_pairs=True) == [[0], [1, 2], [3, 4, 5, 6], [7]]
+
+
+def test_turn_pairs_trimming_keeps_roles_alternating():
+    messages = conversation(10)
+    for policy in (TrimPolicy.DROP_OLDEST, TrimPolicy.MIDDLE_OUT):
+        for window in range(400, estimate_prompt_tokens(messages), 97):
+            try:
+                out = fit(messages, window=window, max_tokens=None, policy=policy,
+                          turn_pairs=True)
+            except ContextTooLong:
+                continue
+            roles = [m["role"] for m in out.messages[1:]]
+            alternating = all(a != b for a, b in zip(roles, roles[1:], strict=False))
+            assert roles[0] == "user" and alternating, roles

@@ -15,11 +15,13 @@ from gateway.domain.config import Config, default_config_path, load_config
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.openai_errors import OpenAIError
 from gateway.domain.token_estimate import estimate_prompt_tokens
+from gateway.providers.anthropic_requests import estimate_messages
 from gateway.replica.auth import Caller
 from gateway.replica.chat_request import validate_chat_request
 from gateway.replica.endpoints.context_fit import TRIM_HEADER, fit_context, trim_policy
 from gateway.replica.endpoints.requests import responses_messages, validate_responses_request
 from gateway.replica.exchange import Exchange
+from gateway.replica.messages.request import validate_messages_request
 from gateway.routing.policy import RoutePlan
 
 
@@ -169,3 +171,33 @@ def test_a_continued_response_is_not_checked(cfg):
     ex = responses_exchange({"previous_response_id": "resp_1"})
     p = plan("gpt-4o-mini")
     assert fit_context(ex, p, cfg, {}) is p
+
+
+def test_anthropic_messages_are_trimmed_in_pairs_keeping_tool_use_with_its_result(cfg):
+    turns: list[dict[str, Any]] = []
+    for i in range(20):
+        turns.append({"role": "user", "content": f"question {i} " + "about ledgers " * 20})
+        turns.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{i}", "name": "sum", "input": {"x": i}}]})
+        turns.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{i}", "content": "the costs " * 20}]})
+        turns.append({"role": "assistant", "content": f"answer {i} " + "the costs " * 20})
+    turns.append({"role": "user", "content": "And the total?"})
+    ex = exchange([{"role": "user", "content": "x"}], "small-trim")
+    ex.endpoint = Endpoint.MESSAGES
+    ex.request = validate_messages_request(
+        {"model": "small-trim", "max_tokens": 100, "system": "Be brief.", "messages": turns})
+    fit_context(ex, plan("gpt-4o-mini", alias="small-trim"), cfg, {})
+    assert ex.request is not None and ex.trimmed_tokens
+    sent = ex.request.body["messages"]
+    assert ex.request.body["system"] == "Be brief." and sent[-1] == turns[-1]
+    assert sent[0]["role"] == "user" and isinstance(sent[0]["content"], str)
+    roles = [t["role"] for t in sent]
+    assert all(a != b for a, b in zip(roles, roles[1:], strict=False))
+    used = [b["id"] for t in sent if isinstance(t["content"], list) for b in t["content"]
+            if b["type"] == "tool_use"]
+    answered = [b["tool_use_id"] for t in sent if isinstance(t["content"], list)
+                for b in t["content"] if b["type"] == "tool_result"]
+    assert used == answered and used
+    prompt = estimate_prompt_tokens(estimate_messages(ex.request.body), "gpt-4o-mini")
+    assert prompt + 100 <= 2_000

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 import yaml
@@ -19,6 +20,7 @@ import yaml
 from gateway.domain.context_trim import TrimPolicy, fit
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.token_estimate import estimate_prompt_tokens
+from gateway.providers.anthropic_requests import estimate_messages
 from gateway.replica.endpoints.context_fit import conversation
 from tests.fixtures.database import scratch_database
 from tests.fixtures.gateway import RunningGateway, _gateway
@@ -28,6 +30,7 @@ from tests.gateway.replica.endpoints.test_openai_sdk_through_serve import ledger
 pytestmark = pytest.mark.ray
 WINDOW = 2_000
 SMALL, ALIAS = "small-window", "small-trim"
+SMALL_CLAUDE, CLAUDE_ALIAS = "small-claude", "small-claude-trim"
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +44,10 @@ def trim_gateway(
     small.pop("fallbacks", None)
     config["models"].append(small)
     config["aliases"][ALIAS] = {"candidates": {SMALL: 1}, "trim": "drop_oldest"}
+    claude = next(m for m in config["models"] if m["name"] == "claude-haiku-4.5")
+    config["models"].append({**copy.deepcopy(claude), "name": SMALL_CLAUDE,
+                             "context_window": WINDOW, "fallbacks": []})
+    config["aliases"][CLAUDE_ALIAS] = {"candidates": {SMALL_CLAUDE: 1}, "trim": "drop_oldest"}
     path = workdir / "sim-with-small-window.yaml"
     path.write_text(yaml.safe_dump(config))
     ports = claim_block()  # its own: the session's `gateway` may be up at the same time
@@ -156,3 +163,38 @@ def test_a_responses_input_is_trimmed_by_the_alias(trim_gateway, sim):
     # what the upstream counted is what was left, well under what the client sent
     assert row["prompt_tokens"] < estimate_prompt_tokens(conv.messages, "gpt-4o-mini") - (
         expected.dropped_tokens // 2)
+
+
+def claude(gateway: Any) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=gateway.base_url, api_key=gateway.api_key,
+                               max_retries=0, timeout=60)
+
+
+def test_anthropic_messages_are_trimmed_by_the_alias(trim_gateway, sim):
+    turns = [m for m in long_conversation() if m["role"] != "system"]
+    body = {"max_tokens": 64, "system": "You answer briefly.", "messages": turns}
+    raw = claude(trim_gateway).messages.with_raw_response.create(model=CLAUDE_ALIAS, **body)
+    message = raw.parse()
+    assert message.content[0].type == "text" and message.content[0].text
+    conv = conversation(Endpoint.MESSAGES, body)
+    assert conv is not None
+    expected = fit(conv.messages, window=WINDOW, max_tokens=64, policy=TrimPolicy.DROP_OLDEST,
+                   model="claude-haiku-4-5", turn_pairs=True)
+    row = ledger_row(trim_gateway, raw.headers["x-costgate-request-id"])
+    assert row["endpoint"] == "messages" and row["status"] == "ok"
+    assert row["model"] == SMALL_CLAUDE and row["provider"] == "anthropic"
+    assert row["trimmed_tokens"] == expected.dropped_tokens > 0
+    assert row["prompt_tokens"] < estimate_prompt_tokens(estimate_messages(body))
+    # natively to the sim's Anthropic route, opening on the user's turn
+    recent = sim.recent_requests()[-1]
+    assert recent["model"] == "claude-haiku-4-5"
+
+
+def test_anthropic_messages_over_the_window_are_a_400(trim_gateway, sim):
+    turns = [m for m in long_conversation() if m["role"] != "system"]
+    with pytest.raises(anthropic.BadRequestError) as err:
+        claude(trim_gateway).messages.create(model=SMALL_CLAUDE, max_tokens=64, messages=turns)
+    assert err.value.status_code == 400
+    assert f"maximum context length is {WINDOW} tokens" in err.value.message
+    row = ledger_row(trim_gateway, err.value.response.headers["x-costgate-request-id"])
+    assert row["error_class"] == "context_length_exceeded" and row["endpoint"] == "messages"
