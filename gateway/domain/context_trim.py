@@ -20,10 +20,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.domain.token_estimate import REPLY_PRIMING_TOKENS, estimate_prompt_tokens
+from gateway.domain.token_estimate import (
+    REPLY_PRIMING_TOKENS,
+    TOKENS_PER_MESSAGE,
+    TOKENS_PER_NAME,
+    estimate_prompt_tokens,
+)
 
 PINNED_ROLES = frozenset({"system", "developer"})
 # answers to an assistant's call: `tool` (tool_calls) and the legacy `function` (function_call)
@@ -39,7 +45,7 @@ class TrimPolicy(enum.StrEnum):
 @dataclasses.dataclass(frozen=True, slots=True)
 class Trimmed:
     messages: list[Any]
-    prompt_tokens: int  # the estimate of what is sent
+    prompt_tokens: int | None  # the estimate of what is sent (None: not counted, far inside)
     dropped_tokens: int  # 0: sent as the client wrote it
     dropped_messages: int = 0
     kept: tuple[int, ...] = ()  # the indexes of `messages` in what is sent
@@ -55,6 +61,16 @@ class ContextTooLong(Exception):  # noqa: N818 - named for the OpenAI error it b
             "Please reduce the length of the messages or the output tokens, or choose a "
             "trimming policy (x-costgate-trim: drop_oldest | middle_out)."
         )
+
+
+def upper_bound(messages: Sequence[Any]) -> int:
+    """At least the estimate, without tokenizing: no token of the encodings is shorter than
+    one byte, and a message's JSON holds every text the estimate counts (plus its framing
+    and a name's extra token)."""
+    framing = TOKENS_PER_MESSAGE + TOKENS_PER_NAME
+    return REPLY_PRIMING_TOKENS + sum(
+        framing + len(json.dumps(m, ensure_ascii=False, default=str).encode()) for m in messages
+    )
 
 
 def message_tokens(message: Any, model: str | None = None) -> int:
@@ -148,6 +164,9 @@ def fit(
     """`messages` as they fit `window` with room for `max_tokens` of output, or
     `ContextTooLong` when the policy cannot make them fit."""
     output = max_tokens or 0
+    if upper_bound(messages) + output <= window:
+        # surely inside: no need to tokenize (most requests, against windows of 128k+)
+        return Trimmed(list(messages), None, 0, 0, tuple(range(len(messages))))
     costs = [message_tokens(m, model) for m in messages]
     total = REPLY_PRIMING_TOKENS + sum(costs)
     if total + output <= window:

@@ -12,6 +12,7 @@ from gateway.domain.context_trim import (
     fit,
     message_tokens,
     units,
+    upper_bound,
 )
 from gateway.domain.token_estimate import estimate_prompt_tokens
 
@@ -44,9 +45,25 @@ def tags(messages: list[dict[str, Any]]) -> list[str]:
 
 def test_a_conversation_that_fits_is_sent_as_it_is():
     messages = conversation(2)
-    out = fit(messages, window=10_000, max_tokens=100, policy=TrimPolicy.ERROR)
+    tokens = estimate_prompt_tokens(messages)
+    out = fit(messages, window=tokens + 100, max_tokens=100, policy=TrimPolicy.ERROR)
     assert out.messages == messages and out.dropped_tokens == 0
-    assert out.prompt_tokens == estimate_prompt_tokens(messages)
+    assert out.prompt_tokens == tokens
+
+
+def test_far_inside_the_window_nothing_is_tokenized():
+    messages = conversation(2) + [call("c1"), result("c1"), msg("user", 3, name="bob")]
+    assert upper_bound(messages) >= estimate_prompt_tokens(messages)
+    out = fit(messages, window=upper_bound(messages) + 10, max_tokens=10,
+              policy=TrimPolicy.ERROR)
+    assert out.messages == messages and out.prompt_tokens is None and out.dropped_tokens == 0
+
+
+@pytest.mark.parametrize("text", ["plain words", "数字と帳簿", "🙂" * 50, "a\"b\n" * 40, ""])
+def test_the_upper_bound_is_never_under_the_estimate(text):
+    messages = [{"role": "user", "content": text, "name": "n"},
+                {"role": "assistant", "content": [{"type": "text", "text": text}]}]
+    assert upper_bound(messages) >= estimate_prompt_tokens(messages)
 
 
 def test_per_message_costs_add_up_to_the_estimate():
