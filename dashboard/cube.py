@@ -46,10 +46,11 @@ MONEY = (
     "actual_cost_usd",
     "list_cost_usd",
     "baseline_cost_usd",
-    "savings_usd",  # list − actual: what the provider's price and FX saved
+    "savings_usd",  # list − actual: what provider prices, FX and the response cache saved
     "priced_list_usd",  # list cost of the rows whose actual cost is known
     "routing_savings_usd",  # baseline − list: what routing to cheaper models saved
     "cached_savings_usd",  # cached tokens × (list input − list cached input)
+    "cache_savings_usd",  # the part of savings_usd from response-cache hits (actual 0)
 )
 CUBE_COLUMNS = DIMENSIONS + COUNTS + MONEY
 GRAINS = {"hour": "h", "day": "D"}
@@ -120,6 +121,8 @@ def records_to_cube(
     for dims, g in r.groupby(list(DIMENSIONS), dropna=False, sort=True):
         actual, lst, base = g["actual_cost_usd"], g["list_cost_usd"], g["baseline_cost_usd"]
         known = [not _is_missing(v) for v in actual]
+        hit = [bool(h) for h in g["cache_hit"]] if "cache_hit" in g else [False] * len(g)
+        diff = list(_diff(lst, actual))
         cached_savings = dsum(
             Decimal(int(t)) * discount[pv] / PER_MILLION
             for t, pv in zip(g["cached_prompt_tokens"], g["price_version_id"], strict=True)
@@ -140,10 +143,11 @@ def records_to_cube(
                 "actual_cost_usd": dsum(actual),
                 "list_cost_usd": dsum(lst),
                 "baseline_cost_usd": dsum(base),
-                "savings_usd": dsum(_diff(lst, actual)),
+                "savings_usd": dsum(diff),
                 "priced_list_usd": dsum(v for v, k in zip(lst, known, strict=True) if k),
                 "routing_savings_usd": dsum(_diff(base, lst)),
                 "cached_savings_usd": cached_savings,
+                "cache_savings_usd": dsum(d for d, h in zip(diff, hit, strict=True) if h),
             }
         )
     return normalize_cube(pd.DataFrame(rows))

@@ -51,6 +51,10 @@ SELECT date_trunc(:grain, r.started_at AT TIME ZONE 'UTC') AS bucket,
        sum(r.list_cost_usd) AS list_cost_usd,
        sum(r.baseline_cost_usd) AS baseline_cost_usd,
        sum(r.list_cost_usd - r.actual_cost_usd) AS savings_usd,
+       -- a response-cache hit cost 0: its whole list price is the cache's saving (a part
+       -- of savings_usd)
+       sum(r.list_cost_usd - r.actual_cost_usd) FILTER (WHERE r.cache_hit)
+           AS cache_savings_usd,
        sum(r.list_cost_usd) FILTER (WHERE r.actual_cost_usd IS NOT NULL) AS priced_list_usd,
        sum(r.baseline_cost_usd - r.list_cost_usd) AS routing_savings_usd,
        -- multiplying by 0.000001 (not dividing by 1e6) keeps NUMERIC exact
@@ -79,7 +83,8 @@ REQUEST_COLUMNS = (
     "cached_prompt_tokens, completion_tokens, reasoning_tokens, usage_source, latency_ms, "
     "ttft_ms, upstream_latency_ms, attempts, fallback_path, routing_policy, "
     "price_version_id, billing_currency, actual_cost, actual_cost_usd, list_cost_usd, "
-    "baseline_model, baseline_cost_usd, endpoint, cache_write_tokens"
+    "baseline_model, baseline_cost_usd, endpoint, cache_write_tokens, cache_hit, "
+    "trimmed_tokens"
 )
 
 # a loose index scan: one index probe per distinct value instead of reading every row

@@ -31,9 +31,17 @@ class Totals:
     savings_pct: Decimal | None
     routing_savings_usd: Decimal | None
     cached_savings_usd: Decimal | None
+    cache_savings_usd: Decimal | None  # answers served by the response cache (cost 0)
     baseline_usd: Decimal | None
     unknown_cost_requests: int
     estimated_requests: int
+
+    @property
+    def provider_savings_usd(self) -> Decimal | None:
+        """List − actual of the answers an upstream served: its price table and FX."""
+        if self.savings_usd is None or self.cache_savings_usd is None:
+            return self.savings_usd
+        return self.savings_usd - self.cache_savings_usd
 
     @property
     def error_rate(self) -> float | None:
@@ -42,7 +50,7 @@ class Totals:
 
 def totals(cube: pd.DataFrame) -> Totals:
     errors = int(cube.loc[cube["status"] != "ok", "requests"].sum()) if len(cube) else 0
-    savings = dsum(cube["savings_usd"])
+    savings = dsum(cube["savings_usd"])  # response-cache hits included (list − 0)
     priced = dsum(cube["priced_list_usd"])
     return Totals(
         requests=int(cube["requests"].sum()),
@@ -57,6 +65,7 @@ def totals(cube: pd.DataFrame) -> Totals:
         savings_pct=percent(savings, priced),
         routing_savings_usd=dsum(cube["routing_savings_usd"]),
         cached_savings_usd=dsum(cube["cached_savings_usd"]),
+        cache_savings_usd=dsum(cube["cache_savings_usd"]),
         baseline_usd=dsum(cube["baseline_cost_usd"]),
         unknown_cost_requests=int(cube["unknown_cost_requests"].sum()),
         estimated_requests=int(cube["estimated_requests"].sum()),
@@ -103,6 +112,11 @@ def over_time(cube: pd.DataFrame, freq: str, by: str | None = None) -> pd.DataFr
     if r.empty:
         return r
     r["tokens"] = r["prompt_tokens"] + r["completion_tokens"]
+    # savings less the response cache's: what provider prices and FX saved
+    r["provider_savings_usd"] = [
+        s if s is None or c is None else s - c
+        for s, c in zip(r["savings_usd"], r["cache_savings_usd"], strict=True)
+    ]
     return r
 
 
@@ -115,8 +129,14 @@ def savings_components(cube: pd.DataFrame) -> pd.DataFrame:
                 "Routing to cheaper models (baseline list − list)",
                 "Provider price and FX (list − actual)",
                 "Cached prompt tokens (input rate − cached rate, at list)",
+                "Response cache (answers served without an upstream call, at list)",
             ],
-            "savings_usd": [t.routing_savings_usd, t.savings_usd, t.cached_savings_usd],
+            "savings_usd": [
+                t.routing_savings_usd,
+                t.provider_savings_usd,
+                t.cached_savings_usd,
+                t.cache_savings_usd,
+            ],
         }
     )
 

@@ -120,6 +120,9 @@ class UsageRow(Base):
     # the API the app called; rows written before it existed were chat completions
     endpoint: Mapped[str] = mapped_column(Text, server_default=text("'chat.completions'"))
     cache_write_tokens: Mapped[int | None] = mapped_column(Integer)
+    # answered from the response cache (actual cost 0); prompt tokens trimming dropped
+    cache_hit: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    trimmed_tokens: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         CheckConstraint(_in("status", REQUEST_STATUSES), name="status"),

@@ -34,7 +34,7 @@ def body() -> None:
     if t.requests == 0:
         no_match()
         return
-    cols = st.columns(4)
+    cols = st.columns(5)
     cols[0].metric(
         "Savings %",
         format_pct(t.savings_pct),
@@ -47,8 +47,13 @@ def body() -> None:
     )
     cols[2].metric(
         "Provider price & FX savings",
-        format_usd(t.savings_usd),
+        format_usd(t.provider_savings_usd),
         help="List-price cost − what the provider billed (its price table, multiplier, FX).",
+    )
+    cols[4].metric(
+        "Response-cache savings",
+        format_usd(t.cache_savings_usd),
+        help="List price of the answers served from the gateway's response cache (cost 0).",
     )
     cols[3].metric(
         "Cached-token savings",
@@ -67,8 +72,9 @@ def body() -> None:
             series,
             {
                 "routing_savings_usd": "Routing",
-                "savings_usd": "Provider price & FX",
+                "provider_savings_usd": "Provider price & FX",
                 "cached_savings_usd": "Cached tokens",
+                "cache_savings_usd": "Response cache",
             },
             "Savings over time, by source",
             "USD",

@@ -7,10 +7,13 @@ import dataclasses
 import json
 import sys
 from contextlib import nullcontext
+from typing import Any
 
 from gateway.domain.environment import environment
 
 DEFAULT_GATEWAY = "http://127.0.0.1:8000/v1"
+# the gateway targets that set its response cache per request (gateway.devtools.bench)
+CACHE_TARGETS = {"cache-off": "off", "cache-miss": "miss", "cache-hit": "hit"}
 
 
 def _default_api_key() -> str | None:
@@ -35,8 +38,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--model", default="gpt-4o-mini",
                         help="a concrete public model name (default gpt-4o-mini)")
     parser.add_argument("--targets", default="direct,gateway",
-                        help="comma-separated: direct, gateway, limited (default "
-                        "direct,gateway; limited: the gateway with --limited-api-key)")
+                        help="comma-separated: direct, gateway, limited, cache-off, "
+                        "cache-miss, cache-hit (default direct,gateway; limited: the gateway "
+                        "with --limited-api-key; cache-*: the gateway with its response cache "
+                        "off, on at a 0%% hit rate (a new prompt each), on at 100%%)")
     parser.add_argument("--limited-api-key", default=None,
                         help="a second gateway key, one under a budget and rate limits: "
                         "the `limited` target, to measure what those checks cost")
@@ -45,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--duration", type=float, default=30.0,
                         help="at most this many seconds per target (default 30)")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    parser.add_argument("--concurrencies", default=None, metavar="N[,N...]",
+                        help="run the whole bench at each of these concurrencies, one "
+                        "table each, in one run (e.g. 1,64); overrides --concurrency")
     parser.add_argument("--endpoints", default="chat.completions",
                         help="comma-separated APIs to bench side by side: chat.completions, "
                         "responses, completions, embeddings, messages (default chat.completions); "
@@ -66,26 +74,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvloop
 
     from gateway.devtools.bench import (
         ENDPOINT_PATHS,
         BenchError,
-        Load,
         Target,
         resolve_direct_target,
-        run_bench,
-        upstream_latency,
     )
-    from gateway.devtools.bench_stats import build_report, render_table
     from gateway.domain.config import ConfigError, default_config_path, load_config
 
     names = [n.strip() for n in args.targets.split(",") if n.strip()]
-    unknown = set(names) - {"direct", "gateway", "limited"}
+    unknown = set(names) - {"direct", "gateway", "limited", *CACHE_TARGETS}
     if unknown or not names:
-        print(f"--targets: expected direct, gateway and/or limited, got {args.targets!r}",
-              file=sys.stderr)
+        print(f"--targets: expected direct, gateway, limited or {', '.join(CACHE_TARGETS)}, "
+              f"got {args.targets!r}", file=sys.stderr)
         return 2
+    try:
+        levels = [int(c) for c in (args.concurrencies or str(args.concurrency)).split(",")]
+    except ValueError:
+        levels = [0]
+    if any(c <= 0 for c in levels):
+        print("--concurrencies: expected whole numbers above 0", file=sys.stderr)
+        return 2
+    direct: Any = None
     if "limited" in names and not args.limited_api_key:
         print("--targets limited needs --limited-api-key", file=sys.stderr)
         return 2
@@ -120,19 +131,37 @@ def run(args: argparse.Namespace) -> int:
             if name == "direct":
                 targets.append(dataclasses.replace(direct, name="direct" + suffix,
                                                    endpoint=endpoint))
+            elif name in CACHE_TARGETS:
+                targets.append(Target(name + suffix, args.gateway, args.model, args.api_key,
+                                      endpoint, cache=CACHE_TARGETS[name]))
             else:
                 targets.append(Target(name + suffix, args.gateway, args.model, keys[name],
                                       endpoint))
+    failed = False
+    for level in levels:
+        if not _bench_at(args, level, targets, endpoints, direct if latency else None, latency):
+            failed = True
+    return 1 if failed else 0
+
+
+def _bench_at(args: argparse.Namespace, concurrency: int, targets: list[Any],
+              endpoints: list[str], direct: Any, latency: tuple[float, float] | None) -> bool:
+    """One bench at one concurrency, printed; False when every request failed."""
+    import uvloop
+
+    from gateway.devtools.bench import BenchError, Load, run_bench, upstream_latency
+    from gateway.devtools.bench_stats import build_report, render_table
+
     load = Load(requests=args.requests, duration_s=args.duration,
-                concurrency=args.concurrency, stream=args.stream, max_tokens=args.max_tokens,
-                warmup=max(20, 2 * args.concurrency) if args.warmup is None else args.warmup,
+                concurrency=concurrency, stream=args.stream, max_tokens=args.max_tokens,
+                warmup=max(20, 2 * concurrency) if args.warmup is None else args.warmup,
                 rounds=args.rounds, timeout_s=args.timeout)
     try:
         with upstream_latency(direct, *latency) if latency else nullcontext():
             summaries = uvloop.run(run_bench(targets, load))
     except BenchError as err:
         print(err, file=sys.stderr)
-        return 2
+        return False
     report = build_report({**load.as_dict(), "model": args.model, "endpoints": endpoints},
                           summaries)
     if args.json:
@@ -143,8 +172,7 @@ def run(args: argparse.Namespace) -> int:
               f"{'streaming' if load.stream else 'non-streaming'}, "
               f"max_tokens {load.max_tokens}; latency in ms")
         print(render_table(report))
-    failed = all(s.errors == s.requests for s in summaries)
-    return 1 if failed else 0
+    return not all(s.errors == s.requests for s in summaries)
 
 
 def _upstream_ms(text: str | None) -> tuple[float, float] | None:

@@ -11,6 +11,8 @@ or embeddings, so their overheads can be compared side by side in one run.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 import json
 import re
 import time
@@ -54,6 +56,9 @@ class Target:
     model: str
     api_key: str | None = None
     endpoint: str = "chat.completions"  # a key of ENDPOINT_PATHS
+    # the gateway's response cache: None (as configured), "off", "miss" (on, every prompt
+    # new: a 0% hit rate, what the lookup and the store cost) or "hit" (on, one prompt)
+    cache: str | None = None
 
     @property
     def url(self) -> str:
@@ -159,6 +164,8 @@ def has_first_token(sse: bytes) -> bool:
 
 def _headers(target: Target) -> dict[str, str]:
     headers = {"content-type": "application/json"}
+    if target.cache is not None:
+        headers["x-costgate-cache"] = "off" if target.cache == "off" else "on"
     if target.api_key:
         headers["authorization"] = f"Bearer {target.api_key}"
     return headers
@@ -205,6 +212,7 @@ async def _drive(session: aiohttp.ClientSession, target: Target, load: Load, cou
                  seconds: float) -> tuple[list[Sample], float]:
     """`count` requests by `load.concurrency` workers, or until `seconds` pass."""
     body, headers = request_body(target.model, load, target.endpoint), _headers(target)
+    unique = target.cache in ("off", "miss")  # a new prompt each: no request can hit
     samples: list[Sample] = []
     stream = load.stream and target.endpoint != "embeddings"  # embeddings never stream
     remaining = count
@@ -215,10 +223,19 @@ async def _drive(session: aiohttp.ClientSession, target: Target, load: Load, cou
         nonlocal remaining
         while remaining > 0 and time.perf_counter() < deadline:
             remaining -= 1
-            samples.append(await _one(session, target, body, headers, stream))
+            sent = _unique_body(target, load) if unique else body
+            samples.append(await _one(session, target, sent, headers, stream))
 
     await asyncio.gather(*(worker() for _ in range(load.concurrency)))
     return samples, time.perf_counter() - started
+
+
+_NONCE = itertools.count()
+
+
+def _unique_body(target: Target, load: Load) -> bytes:
+    prompt = f"{load.prompt} (#{time.time_ns()}-{next(_NONCE)})"
+    return request_body(target.model, dataclasses.replace(load, prompt=prompt), target.endpoint)
 
 
 def _session(load: Load) -> aiohttp.ClientSession:

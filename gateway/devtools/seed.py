@@ -226,6 +226,8 @@ def synthesize(
             # a share of the apps' calls on OpenAI's newer API, as the dashboard shows it
             "responses" if ui[2] > 0.85 else "chat.completions",
             0 if has_usage else None,
+            False,  # cache_hit: the seed has no response-cache hits
+            None,  # trimmed_tokens
         )
 
 

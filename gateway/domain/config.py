@@ -123,6 +123,9 @@ class Model(_Strict):
     # without max_tokens (none: such a request is refused under a hard budget)
     max_output_tokens: int | None = Field(default=None, gt=0)
     tpm_limit: int | None = Field(default=None, gt=0)
+    # prompt + output tokens the model takes (the provider's published limit); none: no
+    # check, the upstream decides (gateway.domain.context_trim)
+    context_window: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _output_price_for_chat(self) -> Model:
@@ -140,6 +143,9 @@ class Alias(_Strict):
     # the model an app would have called without the gateway: routing savings are against it
     baseline: str | None = None
     fallbacks: tuple[str, ...] = ()
+    # a conversation over the window: refused, or trimmed (gateway.domain.context_trim);
+    # the request's x-costgate-trim header overrides it
+    trim: Literal["error", "drop_oldest", "middle_out"] = "error"
 
     @field_validator("candidates")
     @classmethod
@@ -205,11 +211,27 @@ class GatewayOptions(_Strict):
     ray: RayOptions = RayOptions()
 
 
+class CacheOptions(_Strict):
+    """The exact-match response cache (gateway.replica.cache). Opt-in: a request sends
+    `x-costgate-cache: on`, or it names an alias or model listed here."""
+
+    aliases: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    ttl_s: float = Field(default=300.0, gt=0)  # a request's Cache-Control: max-age wins
+    max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)  # the in-replica LRU's bound
+    max_entry_bytes: int = Field(default=1024 * 1024, gt=0)  # larger answers: not stored
+    # shared by every replica when set (else each replica has its LRU); a Redis slower
+    # than the timeout, or down, is skipped: the request goes upstream, never fails
+    redis_url: str | None = None
+    redis_timeout_s: float = Field(default=0.05, gt=0)
+
+
 class Config(_Strict):
     gateway: GatewayOptions = GatewayOptions()
     providers: tuple[Provider, ...]
     models: tuple[Model, ...]
     aliases: dict[str, Alias] = Field(default_factory=dict)
+    cache: CacheOptions = CacheOptions()
     # behaviour of the upstream simulator; free-form here, validated by gateway.devtools.sim
     sim: dict[str, Any] = Field(default_factory=dict)
 

@@ -68,6 +68,8 @@ class UsageRecord:
     # added after the first ledger: defaults let spool lines written before them load
     endpoint: Endpoint = Endpoint.CHAT_COMPLETIONS  # the API the app called
     cache_write_tokens: int | None = None  # prompt tokens written to the cache (in prompt)
+    cache_hit: bool = False  # answered from the gateway's response cache, not upstream
+    trimmed_tokens: int | None = None  # prompt tokens context trimming dropped (None: none)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))

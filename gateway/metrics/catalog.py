@@ -192,6 +192,35 @@ REPORTING_REPLICAS = MetricDef(
     "costgate_metrics_reporting_replicas", Kind.GAUGE,
     "Replicas whose latest snapshot is fresh enough for their gauges to count.",
 )  # fmt: skip
+CACHE_LOOKUPS = MetricDef(
+    "costgate_cache_lookups", Kind.COUNTER,
+    "Response-cache lookups by result (hit, miss); the hit ratio is hits over all lookups. "
+    "Requests not opted in are not looked up.",
+    ("result",),
+)  # fmt: skip
+CACHE_BYPASSES = MetricDef(
+    "costgate_cache_bypasses", Kind.COUNTER,
+    "Opted-in requests that skipped the lookup (Cache-Control: no-cache or max-age=0).",
+)  # fmt: skip
+CACHE_SKIPS = MetricDef(
+    "costgate_cache_skips", Kind.COUNTER,
+    "Cache operations given up, by reason: error (Redis failed or timed out), skipped "
+    "(Redis left alone after a failure), unreadable (an entry that did not parse), "
+    "too_large (an answer over max_entry_bytes, not stored). The request went on.",
+    ("reason",),
+)  # fmt: skip
+CACHE_STORED = MetricDef(
+    "costgate_cache_stores", Kind.COUNTER, "Answers stored in the response cache.",
+)  # fmt: skip
+CACHE_BYTES = MetricDef(
+    "costgate_cache_bytes", Kind.COUNTER,
+    "Bytes of cache entries, by direction: stored (written) or served (read on a hit).",
+    ("direction",),
+)  # fmt: skip
+CACHE_HELD_BYTES = MetricDef(
+    "costgate_cache_held_bytes", Kind.GAUGE,
+    "Bytes held by the replicas' in-memory caches (0 with Redis: it is Redis's memory).",
+)  # fmt: skip
 
 ALL_METRICS: tuple[MetricDef, ...] = (
     REQUESTS, REQUEST_ERRORS, TOKENS, COST_USD, LIST_COST_USD, BASELINE_COST_USD,
@@ -199,6 +228,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     UPSTREAM_ATTEMPTS, RETRIES, FALLBACKS, BREAKER_STATE, BREAKER_REPLICAS, ROUTING_WEIGHT,
     IN_FLIGHT, WRITER_QUEUED, WRITER_WRITTEN, WRITER_SPOOLED, WRITER_DROPPED, WRITER_BUFFER,
     WRITER_SPOOL, WRITER_RESTARTS, WRITER_QUARANTINED, WRITER_SPOOL_ERRORS, REPORTING_REPLICAS,
+    CACHE_LOOKUPS, CACHE_BYPASSES, CACHE_SKIPS, CACHE_STORED, CACHE_BYTES, CACHE_HELD_BYTES,
 )  # fmt: skip
 METRICS_BY_NAME: dict[str, MetricDef] = {m.name: m for m in ALL_METRICS}
 
@@ -213,6 +243,21 @@ WRITER_STAT_METRICS: dict[str, MetricDef] = {
     "restarts": WRITER_RESTARTS,
     "quarantined": WRITER_QUARANTINED,
     "spool_write_errors": WRITER_SPOOL_ERRORS,
+}
+
+# set_cache_stats() keys (gateway.replica.cache.gate's counts) -> the series each feeds
+CACHE_STAT_SERIES: dict[str, tuple[MetricDef, tuple[str, ...]]] = {
+    "hit": (CACHE_LOOKUPS, ("hit",)),
+    "miss": (CACHE_LOOKUPS, ("miss",)),
+    "bypass": (CACHE_BYPASSES, ()),
+    "errors": (CACHE_SKIPS, ("error",)),
+    "skipped": (CACHE_SKIPS, ("skipped",)),
+    "unreadable": (CACHE_SKIPS, ("unreadable",)),
+    "too_large": (CACHE_SKIPS, ("too_large",)),
+    "stored": (CACHE_STORED, ()),
+    "bytes_stored": (CACHE_BYTES, ("stored",)),
+    "bytes_served": (CACHE_BYTES, ("served",)),
+    "bytes": (CACHE_HELD_BYTES, ()),
 }
 
 BREAKER_STATES = {0: "closed", 1: "open", 2: "half_open"}

@@ -38,6 +38,7 @@ from gateway.domain.usage_record import RequestStatus, UsageRecord
 from gateway.metrics.catalog import (
     BASELINE_COST_USD,
     BREAKER_STATE,
+    CACHE_STAT_SERIES,
     COST_USD,
     FALLBACKS,
     IN_FLIGHT,
@@ -248,6 +249,18 @@ class ReplicaMetrics:
 
     def inflight_delta(self, delta: int) -> None:
         self._store.add_gauge(IN_FLIGHT, (), delta)
+
+    def set_cache_stats(self, stats: dict[str, int]) -> None:
+        """The response cache's cumulative counts (`ResponseCache.stats()`)."""
+        for key, value in stats.items():
+            series = CACHE_STAT_SERIES.get(key)
+            if series is None:
+                continue
+            metric, labels = series
+            if metric.kind is Kind.COUNTER:
+                self._store.set_counter(metric, labels, value)
+            else:
+                self._store.set_gauge(metric, labels, value)
 
     def set_writer_stats(self, stats: dict[str, int]) -> None:
         for key, value in stats.items():

@@ -73,6 +73,8 @@ class Exchange:
     # each attempt reserved on its model's tpm cap
     admission: Admission | None = None
     reserved_tokens: int = 0
+    # prompt tokens dropped to fit the model's context window (None: none dropped)
+    trimmed_tokens: int | None = None
 
     def elapsed_ms(self) -> int:
         return int((time.perf_counter() - self.started) * 1000)

@@ -123,8 +123,10 @@ class Gateway:
         return self._app
 
     async def _copy_writer_stats(self) -> None:
-        while self.writer is not None:
-            self.metrics.set_writer_stats(self.writer.stats())
+        while True:  # cancelled at shutdown
+            if self.writer is not None:
+                self.metrics.set_writer_stats(self.writer.stats())
+            self.metrics.set_cache_stats(self.service.cache.stats())
             await asyncio.sleep(1.0)
 
     def _start_key_refresh(self, database_url: str, state_dir: str) -> None:

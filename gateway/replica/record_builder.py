@@ -74,4 +74,5 @@ def build_record(
         baseline_cost_usd=priced.baseline_cost_usd if priced else None,
         endpoint=ex.endpoint,
         cache_write_tokens=usage.cache_write_tokens if usage else None,
+        trimmed_tokens=ex.trimmed_tokens,
     )

@@ -35,7 +35,9 @@ from gateway.quota.syncer import PostgresQuotaStore, QuotaSyncer
 from gateway.quota.worst_case import WorstCasePricer
 from gateway.replica.attempts import run_attempts
 from gateway.replica.auth import KeyRing
+from gateway.replica.cache.gate import CacheTicket, ResponseCache
 from gateway.replica.chat_request import parse_json_body
+from gateway.replica.endpoints.context_fit import fit_context
 from gateway.replica.endpoints.spec import SPECS, serving_plan
 from gateway.replica.exchange import AttemptHooks, Exchange, RecordSink, utcnow
 from gateway.replica.key_scope import check_request
@@ -84,6 +86,7 @@ class GatewayService:
         self.upstream = UpstreamClient(cfg, transport=transport)
         self.sink = sink or RecordSink()
         self.hooks = hooks or AttemptHooks()
+        self.cache = ResponseCache(cfg, self.catalog, self.sink, self.hooks, self._headers)
         self.keys = keyring or KeyRing(
             require_keys=cfg.gateway.require_keys,
             static_key_envs=cfg.gateway.static_key_envs,
@@ -139,14 +142,7 @@ class GatewayService:
         except OpenAIError as err:
             # no record: an unauthenticated caller must not be able to fill the ledger
             return json_error(err)
-        ex = Exchange(
-            request_id=uuid.uuid4(),
-            started=started,
-            started_at=started_at,
-            caller=caller,
-            requested="",
-            endpoint=endpoint,
-        )
+        ex = Exchange(uuid.uuid4(), started, started_at, caller, "", endpoint=endpoint)
         self.hooks.inflight(1)
         streaming = False
         try:
@@ -175,12 +171,16 @@ class GatewayService:
         req = spec.validate(parse_json_body(await read_body(request, limit), limit))
         ex.request, ex.requested, ex.stream = req, req.model, req.stream  # a refusal's row too
         ex.request = req = check_request(ex.caller.scope, req, request.headers, ex.endpoint)
+        # before routing and admission: a hit needs no upstream and spends no budget
+        if (ticket := await self.cache.lookup(ex, request.headers)).response is not None:
+            return ticket.response
         plan = self._plan(req.model, request.headers)
-        ex.plan = serving_plan(plan, ex.endpoint, self.cfg, req.model)
+        plan = serving_plan(plan, ex.endpoint, self.cfg, req.model)
+        ex.plan = fit_context(ex, plan, self.cfg, request.headers)  # may trim ex.request
         await self._admit(ex)
         if req.stream:
-            return await self._open_stream(ex)
-        return await self._complete(ex)
+            return ticket.tag(await self._open_stream(ex, ticket))
+        return ticket.tag(await self._complete(ex, ticket))
 
     def _plan(self, requested: str, headers: Mapping[str, str]) -> RoutePlan:
         try:
@@ -244,7 +244,7 @@ class GatewayService:
 
     # -- non-streaming --------------------------------------------------------------------
 
-    async def _complete(self, ex: Exchange) -> Response:
+    async def _complete(self, ex: Exchange, ticket: CacheTicket) -> Response:
         assert ex.request is not None
         req, spec = ex.request, SPECS[ex.endpoint]
 
@@ -263,11 +263,12 @@ class GatewayService:
             model=ex.model.upstream_model if ex.model else None,
         )
         self._finish(ex, *spec.settle(RequestStatus.OK, 200, None, body.get("status")), accounted)
+        ticket.store_body(body, accounted)
         return JSONResponse(body, headers=self._headers(ex))
 
     # -- streaming ------------------------------------------------------------------------
 
-    async def _open_stream(self, ex: Exchange) -> Response:
+    async def _open_stream(self, ex: Exchange, ticket: CacheTicket) -> Response:
         assert ex.request is not None
         req, spec = ex.request, SPECS[ex.endpoint]
 
@@ -293,18 +294,13 @@ class GatewayService:
             )
             outcome = spec.settle(status, http_status, error_class, getattr(parser, "status", None))
             self._finish(ex, *outcome, accounted)
+            ticket.store_stream(outcome[0], accounted)
 
         provider = self.cfg.provider(ex.model.provider)
         stream = relay(
-            ex,
-            response,
-            opened.raw,
-            opened.decoder,
-            opened.first,
-            spec.stream_parser(adapter_for(provider)),
-            provider,
-            on_end,
-            spec.stream_format,
+            ex, response, opened.raw, opened.decoder, opened.first,
+            spec.stream_parser(adapter_for(provider)), provider, on_end,
+            ticket.tee(spec.stream_format),
         )
         return relay_response(
             stream, ex, on_abandon=lambda: self._abandon(ex, response), headers=self._headers(ex)
@@ -313,13 +309,8 @@ class GatewayService:
     def _abandon(self, ex: Exchange, response: httpx.Response) -> None:
         """The client left before the relay started: close upstream, record the request."""
         self.hooks.inflight(-1)
-        self._finish(
-            ex,
-            RequestStatus.CANCELLED,
-            200,
-            "client_disconnected",
-            account(None, messages=self._prompt(ex), completion=""),
-        )
+        accounted = account(None, messages=self._prompt(ex), completion="")
+        self._finish(ex, RequestStatus.CANCELLED, 200, "client_disconnected", accounted)
         asyncio.get_running_loop().create_task(response.aclose())
 
     # -- responses and records --------------------------------------------------------------
@@ -390,6 +381,7 @@ class GatewayService:
         if self.quota_syncer is not None:
             await self.quota_syncer.stop()
         await self.upstream.aclose()
+        await self.cache.aclose()
 
 
 def _s(ms: int | None) -> float | None:

@@ -132,7 +132,29 @@ def test_savings_components_name_each_source():
         Decimal("0.0088"),
         Decimal("0.0002"),
         Decimal("0.0000504"),
+        None,  # no response-cache hits
     ]
+
+
+def test_a_response_cache_hit_counts_its_list_price_as_cache_savings():
+    hit = record(
+        cache_hit=True,
+        attempts=0,
+        actual_cost=Decimal(0),
+        actual_cost_usd=Decimal(0),
+        cached_prompt_tokens=0,
+    )
+    cube = records_to_cube(frame([record(cached_prompt_tokens=0), hit]), "day", DISCOUNT)
+    t = totals(cube)
+    assert t.spend_usd == Decimal("0.0010000000")
+    assert t.cache_savings_usd == Decimal("0.0012000000")  # the hit's whole list price
+    # every savings figure has it: the total, its share, and the provider part without it
+    assert t.savings_usd == Decimal("0.0014000000")
+    assert t.provider_savings_usd == Decimal("0.0002000000")
+    assert t.savings_pct == Decimal("0.0014") * 100 / Decimal("0.0024")
+    comps = savings_components(cube).set_index("component")["savings_usd"]
+    assert comps.iloc[1] == Decimal("0.0002000000") and comps.iloc[3] == Decimal("0.0012")
+    assert dsum(breakdown(cube, "model")["savings_usd"]) == Decimal("0.0014")
 
 
 def test_cancelled_stream_counts_as_error_with_known_cost():

@@ -11,7 +11,7 @@ from tests.deploy.repo_files import COMPOSE, EXAMPLE_ENV, PROMETHEUS, ROOT, comp
 
 SERVICES = {
     *("secrets-check", "postgres", "gateway", "dashboard", "sim", "alerts"),
-    *("prometheus", "grafana"),
+    *("prometheus", "grafana", "redis"),
 }
 COSTGATE_SERVICES = ("gateway", "dashboard", "sim", "alerts", "secrets-check")
 # runs once before the others and exits: no healthcheck, others wait for its success

@@ -40,6 +40,7 @@ from gateway.providers.messages_stream import ChatToMessagesStream
 from gateway.providers.registry import adapter_for
 from gateway.providers.sse import SSEDecoder
 from gateway.replica.chat_request import parse_json_body
+from gateway.replica.endpoints.context_fit import fit_context
 from gateway.replica.endpoints.spec import serving_plan
 from gateway.replica.exchange import Exchange, utcnow
 from gateway.replica.key_scope import check_request
@@ -111,7 +112,8 @@ class MessagesRoute:
         # an embedding model (or one whose adapter serves no Messages) is the client's 400
         ex.plan = serving_plan(svc._plan(req.model, request.headers), Endpoint.MESSAGES,
                                svc.cfg, req.model)
-        await svc._admit(ex, estimate_messages(req.body))  # budgets and limits, as everywhere
+        ex.plan = fit_context(ex, ex.plan, svc.cfg, request.headers)  # may trim ex.request
+        await svc._admit(ex, estimate_messages(ex.request.body))  # budgets, limits as everywhere
         passed = {h: request.headers[h] for h in _PASSED_HEADERS if request.headers.get(h)}
         if req.stream:
             return await self._stream(ex, passed)

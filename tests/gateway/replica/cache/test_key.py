@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from gateway.domain.endpoints import Endpoint
+from gateway.replica.cache.key import cache_key
+
+BODY = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "temperature": 0}
+
+
+def test_the_key_is_scoped_to_the_app_and_the_api() -> None:
+    a = cache_key("a", Endpoint.CHAT_COMPLETIONS, BODY)
+    assert a == cache_key("a", Endpoint.CHAT_COMPLETIONS, dict(reversed(list(BODY.items()))))
+    assert a != cache_key("b", Endpoint.CHAT_COMPLETIONS, BODY)
+    assert a != cache_key("a", Endpoint.RESPONSES, BODY)
+
+
+def test_every_generation_parameter_changes_the_key_but_stream_options_do_not() -> None:
+    base = cache_key("a", Endpoint.CHAT_COMPLETIONS, BODY)
+    for extra in (
+        {"temperature": 0.5},
+        {"max_tokens": 10},
+        {"seed": 1},
+        {"tools": [{"type": "function", "function": {"name": "f"}}]},
+        {"response_format": {"type": "json_object"}},
+        {"model": "gpt-4o-mini"},
+        {"stream": True},
+        {"some_new_field": 1},
+    ):
+        assert cache_key("a", Endpoint.CHAT_COMPLETIONS, BODY | extra) != base, extra
+    usage = BODY | {"stream_options": {"include_usage": True}}
+    assert cache_key("a", Endpoint.CHAT_COMPLETIONS, usage) == base
