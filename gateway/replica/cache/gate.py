@@ -65,7 +65,7 @@ class ResponseCache:
         if decision is OFF:
             return CacheTicket(self, ex, decision, None)
         ticket = CacheTicket(self, ex, decision, cache_key(ex.caller.app, ex.endpoint,
-                                                           ex.request.body))
+                                                           ex.request.body, headers))
         if not decision.lookup:
             self.counts["bypass"] += 1
             return ticket

@@ -2,7 +2,8 @@
 
 Pure. The key hashes the body as the client sent it (model, messages, tools, temperature,
 max tokens, response format, seed and whatever else it carries: a field this gateway does
-not know still changes the answer, so it is in the key), scoped to the app: two apps
+not know still changes the answer, so it is in the key) and the routing headers that
+change the answer (`ANSWER_HEADERS`), scoped to the app: two apps
 never share an entry. Only `stream_options` is left out, because a stored stream keeps
 its usage chunk and a hit sends it or not as the request asks.
 """
@@ -11,19 +12,30 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from gateway.domain.endpoints import Endpoint
 
-KEY_VERSION = "1"  # bump when what an entry holds changes: old entries then miss
+KEY_VERSION = "2"  # bump when what an entry holds changes: old entries then miss
 PREFIX = "costgate:cache:"
 _IGNORED = frozenset({"stream_options"})
 
 
-def cache_key(app: str, endpoint: Endpoint, body: dict[str, Any]) -> str:
+# request headers that change the answer: the model forced, the routing priority, the
+# fallbacks allowed, the context trimming policy (one trimmed under `drop_oldest` must not
+# answer a request that asked for `error`)
+ANSWER_HEADERS = ("x-costgate-model", "x-costgate-priority", "x-costgate-no-fallback",
+                  "x-costgate-trim")  # fmt: skip
+
+
+def cache_key(
+    app: str, endpoint: Endpoint, body: dict[str, Any], headers: Mapping[str, str] | None = None
+) -> str:
     params = {k: v for k, v in body.items() if k not in _IGNORED}
+    given = {h: (headers or {}).get(h, "").strip() for h in ANSWER_HEADERS}
     canonical = json.dumps(
-        [KEY_VERSION, app, endpoint.value, params],
+        [KEY_VERSION, app, endpoint.value, params, {h: v for h, v in given.items() if v}],
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,

@@ -28,3 +28,15 @@ def test_every_generation_parameter_changes_the_key_but_stream_options_do_not() 
         assert cache_key("a", Endpoint.CHAT_COMPLETIONS, BODY | extra) != base, extra
     usage = BODY | {"stream_options": {"include_usage": True}}
     assert cache_key("a", Endpoint.CHAT_COMPLETIONS, usage) == base
+
+
+def test_the_routing_headers_that_change_the_answer_change_the_key() -> None:
+    body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+    plain = cache_key("app", Endpoint.CHAT_COMPLETIONS, body)
+    assert cache_key("app", Endpoint.CHAT_COMPLETIONS, body, {}) == plain
+    assert cache_key("app", Endpoint.CHAT_COMPLETIONS, body, {"x-other": "1"}) == plain
+    seen = {plain}
+    for header, value in (("x-costgate-model", "gpt-4.1"), ("x-costgate-priority", "high"),
+                          ("x-costgate-no-fallback", "1"), ("x-costgate-trim", "drop_oldest")):
+        seen.add(cache_key("app", Endpoint.CHAT_COMPLETIONS, body, {header: value}))
+    assert len(seen) == 5
