@@ -65,7 +65,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     import sqlalchemy.exc
 
     from db.engine import database_url
-    from db.migrate import migrated_database_url
+    from db.migrate import head_revision, migrated_database_url
     from db.price_sync import sync_prices
     from gateway.control.cluster import (
         ClusterError,
@@ -84,8 +84,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     state = _state_dir()
     url = database_url()
+    migrated = state / MIGRATED_FILE
     try:
         url = migrated_database_url()
+        migrated.parent.mkdir(parents=True, exist_ok=True)
+        migrated.write_text(f"{head_revision()}\n")
         sync_prices(url, cfg)
         # before the replicas start: their first key load then already holds it
         admin_key_file = ensure_control_key(url, state)
@@ -97,6 +100,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         if not running:
             print(f"costgate up: PostgreSQL unreachable ({_reason(err)}); the gateway is "
                   "not running, so there is nothing to redeploy without it", file=sys.stderr)
+            return 1
+        # code that wants a newer schema would write rows the database then refuses
+        known = migrated.read_text().strip() if migrated.exists() else None
+        if known != head_revision():
+            print(f"costgate up: PostgreSQL unreachable ({_reason(err)}), and this code "
+                  f"needs schema revision {head_revision()} where the database was last "
+                  f"migrated to {known or 'an unknown revision'}: run `costgate up` again "
+                  "once it is back", file=sys.stderr)  # fmt: skip
             return 1
         print(f"warning: PostgreSQL unreachable ({_reason(err)}): migrations, price sync "
               "and the control key skipped; redeploying anyway (replicas spool their rows "
@@ -128,6 +139,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         args.keep_db = False
         return cmd_down(args)
     return 0
+
+
+# the schema revision the last successful `up` migrated to, in the state dir
+MIGRATED_FILE = "schema_revision"
 
 
 def _reason(err: Exception) -> str:
