@@ -107,7 +107,8 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             result, samples, grown = run_soak(
                 ctx, spec, lambda taken, sent: _say(
                     f"sample: {sent} requests sent; " + "; ".join(
-                        f"pid {s.pid} RSS {s.rss_bytes / 2**20:.1f} MiB fds {s.fds}"
+                        f"pid {s.pid} RSS {s.rss_bytes / 2**20:.1f} MiB fds {s.fds} "
+                        f"({s.sockets} sockets){' at rest' if s.at_rest else ''}"
                         for s in taken)))  # fmt: skip
             results = [result]
             _say(soak_report(result, samples, grown))

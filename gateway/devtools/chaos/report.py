@@ -78,6 +78,8 @@ class ProcessSample:
     pid: int
     rss_bytes: int
     fds: int
+    sockets: int = 0  # of the fds: open connections come and go with the load
+    at_rest: bool = False  # taken with no request in flight
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,20 +90,29 @@ class Growth:
     rss_pct: float
     fd_delta: int
     samples: int
+    other_fd_delta: int = 0  # files, pipes, epoll: the fds a leak would grow
+    at_rest: bool = False  # both ends were taken with no request in flight
 
 
 def growth(samples: Sequence[ProcessSample]) -> list[Growth]:
-    """Per replica, first sample to last: % RSS growth and file descriptor change."""
+    """Per replica, first sample to last: % RSS growth and file descriptor change.
+
+    When a replica has samples taken at rest (no request in flight), growth is measured
+    between the first and last of those: under load, the fd count moves with the
+    connections open at that instant, which says nothing about a leak."""
     by_pid: dict[int, list[ProcessSample]] = {}
     for s in sorted(samples, key=lambda s: s.at_s):
         by_pid.setdefault(s.pid, []).append(s)
     out = []
     for pid, series in sorted(by_pid.items()):
-        first, last = series[0], series[-1]
+        rest = [s for s in series if s.at_rest]
+        ends = rest if len(rest) >= 2 else series
+        first, last = ends[0], ends[-1]
         change = last.rss_bytes - first.rss_bytes
         pct = 100.0 * change / first.rss_bytes if first.rss_bytes else 0.0
+        other = (last.fds - last.sockets) - (first.fds - first.sockets)
         out.append(Growth(pid, first.rss_bytes, last.rss_bytes, pct, last.fds - first.fds,
-                          len(series)))
+                          len(series), other, ends is rest))
     return out
 
 
@@ -125,6 +136,7 @@ def render_samples(samples: Sequence[ProcessSample]) -> str:
 def render_growth(rows: Sequence[Growth]) -> str:
     return "\n".join(
         f"pid {g.pid}: RSS {g.first_rss / 2**20:.1f} -> {g.last_rss / 2**20:.1f} MiB "
-        f"({g.rss_pct:+.1f}%), fds {g.fd_delta:+d}, {g.samples} samples"
+        f"({g.rss_pct:+.1f}%), fds {g.fd_delta:+d} (not sockets {g.other_fd_delta:+d}), "
+        f"{g.samples} samples{', ends at rest' if g.at_rest else ''}"
         for g in rows
     )

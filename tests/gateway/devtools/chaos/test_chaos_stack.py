@@ -17,6 +17,7 @@ import pytest
 from gateway.devtools.chaos.bookkeeping import QUICK, Context
 from gateway.devtools.chaos.report import ScenarioResult, render_table
 from gateway.devtools.chaos.scenarios import SCENARIOS, restore
+from gateway.devtools.chaos.soak import SoakSpec, run_soak
 from gateway.devtools.chaos.stack import ChaosStack
 from gateway.domain.environment import EXAMPLE_CONFIG
 
@@ -98,6 +99,20 @@ def test_redeploy_during_a_database_outage(chaos: Context) -> None:
 
 def test_spool_disk_full(chaos: Context) -> None:
     check(run(chaos, "spool-disk-full"))
+
+
+def test_soak_measures_growth_between_samples_at_rest(chaos: Context) -> None:
+    spec = SoakSpec(duration_s=12, rps=20, sample_every_s=4, warmup_s=4, concurrency=8)
+    result, samples, grown = run_soak(chaos, spec)
+    print(render_table([result]))
+    assert result.error is None and result.sent > 0
+    assert result.lost == 0 and result.duplicated == 0
+    for pid in {s.pid for s in samples}:
+        series = sorted((s for s in samples if s.pid == pid), key=lambda s: s.at_s)
+        assert series[0].at_rest and series[-1].at_rest  # the two ends growth compares
+        assert [s.at_rest for s in series[1:-1]] == [False] * (len(series) - 2)
+        assert all(0 < s.sockets < s.fds for s in series)  # a replica holds sockets and more
+    assert grown and all(g.at_rest for g in grown)
 
 
 def test_down_last(chaos: Context) -> None:

@@ -49,9 +49,25 @@ def test_growth_is_first_sample_to_last_per_pid() -> None:
         11, 100 * mib, 110 * mib, 3, 3)
     assert round(first.rss_pct, 6) == 10.0
     assert (second.rss_pct, second.fd_delta, second.samples) == (0.0, 0, 1)
-    assert "pid 11: RSS 100.0 -> 110.0 MiB (+10.0%), fds +3, 3 samples" in render_growth(
-        [first, second])
+    assert ("pid 11: RSS 100.0 -> 110.0 MiB (+10.0%), fds +3 (not sockets +3), 3 samples"
+            in render_growth([first, second]))
     table = render_samples(samples).splitlines()
     assert len(table) == 4  # header and t = 30, 60, 90
     assert table[1].split()[:4] == ["30", "100.0", "/", "30"]
     assert table[2].split()[-1] == "-"  # pid 12 had no sample at 60 s
+
+
+def test_growth_compares_the_samples_taken_at_rest_when_there_are_two() -> None:
+    mib = 2**20
+    samples = [
+        ProcessSample(0, 11, 100 * mib, 50, sockets=20, at_rest=True),
+        ProcessSample(60, 11, 130 * mib, 140, sockets=100),  # under load: not an end
+        ProcessSample(120, 11, 102 * mib, 53, sockets=22, at_rest=True),
+        ProcessSample(130, 11, 150 * mib, 90, sockets=40),  # after the rest: still not
+    ]  # fmt: skip
+    (g,) = growth(samples)
+    assert (g.first_rss, g.last_rss, g.fd_delta, g.other_fd_delta, g.at_rest) == (
+        100 * mib, 102 * mib, 3, 1, True)
+    assert "fds +3 (not sockets +1), 4 samples, ends at rest" in render_growth([g])
+    (lone,) = growth(samples[:2])  # one sample at rest: first to last, as before
+    assert (lone.last_rss, lone.at_rest) == (130 * mib, False)
