@@ -23,7 +23,10 @@ from typing import Any, Protocol
 log = logging.getLogger("costgate.cache")
 
 RETRY_AFTER_S = 1.0
-MAX_BATCH = 256  # commands in one round trip
+MAX_BATCH = 256  # lookups, or stores, in one round trip
+# stored bytes in one round trip: big entries must not push the lookups sharing it past
+# the deadline (one entry over it still goes, alone)
+MAX_BATCH_BYTES = 512 * 1024
 
 Lookup = tuple[str, "asyncio.Future[bytes | None]"]  # a key, and who waits for its value
 
@@ -141,7 +144,12 @@ class RedisBackend:
         try:
             while self._gets or self._sets:
                 gets, self._gets = self._gets[:MAX_BATCH], self._gets[MAX_BATCH:]
-                sets, self._sets = self._sets[:MAX_BATCH], self._sets[MAX_BATCH:]
+                n, size = 0, 0
+                while n < min(len(self._sets), MAX_BATCH) and (
+                        n == 0 or size + len(self._sets[n][1]) <= MAX_BATCH_BYTES):
+                    size += len(self._sets[n][1])
+                    n += 1
+                sets, self._sets = self._sets[:n], self._sets[n:]
                 await self._round_trip(gets, sets)
         finally:
             self._sender = None

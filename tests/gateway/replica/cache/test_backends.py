@@ -116,3 +116,14 @@ async def test_a_lookup_whose_request_left_does_not_break_the_others(redis: Redi
     assert await kept == b"one"
     assert backend.errors == 0
     await backend.aclose()
+
+
+async def test_big_stores_are_spread_over_round_trips(redis: RedisProcess) -> None:
+    backend = RedisBackend(redis.url, timeout_s=2.0)
+    big = b"x" * (300 * 1024)  # two of these pass a round trip's byte budget
+    for i in range(3):
+        backend.put(f"big:{i}", big, 60)
+    await backend.flush()
+    assert backend.round_trips == 3 and backend.errors == 0
+    assert [await backend.get(f"big:{i}") for i in range(3)] == [big] * 3
+    await backend.aclose()
