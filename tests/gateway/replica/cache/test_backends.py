@@ -127,3 +127,20 @@ async def test_big_stores_are_spread_over_round_trips(redis: RedisProcess) -> No
     assert backend.round_trips == 3 and backend.errors == 0
     assert [await backend.get(f"big:{i}") for i in range(3)] == [big] * 3
     await backend.aclose()
+
+
+async def test_a_slow_redis_is_a_miss_within_the_deadline_and_then_skipped(
+    redis: RedisProcess,
+) -> None:
+    backend = RedisBackend(redis.url, timeout_s=0.1)
+    backend.put("s:1", b"one", 60)
+    await backend.flush()
+    redis.command("CLIENT", "PAUSE", "600")  # Redis answers nobody for 0.6 s
+    started = asyncio.get_running_loop().time()
+    assert await backend.get("s:1") is None
+    assert asyncio.get_running_loop().time() - started < 0.4  # the deadline, not the pause
+    assert await backend.get("s:1") is None  # left alone for a second: no wait at all
+    assert backend.stats()["errors"] == 1 and backend.stats()["skipped"] == 1
+    await asyncio.sleep(1.2)
+    assert await backend.get("s:1") == b"one"  # back after its second
+    await backend.aclose()
