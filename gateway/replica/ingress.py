@@ -87,6 +87,7 @@ class Gateway:
 
         sink = RecordSink(submit=self.writer.submit if self.writer else None, observe=observe)
         self.service = GatewayService(cfg, sink=sink, hooks=_MetricsHooks(self.metrics))
+        self.service.replica_id = replica_id
         if self.writer is not None:
             writer = self.writer
             self.service.readiness = lambda: writer.health().reasons

@@ -65,6 +65,8 @@ MODEL_HEADER = "x-costgate-model"
 PROVIDER_HEADER = "x-costgate-provider"
 # Serve sets its own x-request-id on every response, so ours has a name of its own
 REQUEST_ID_HEADER = "x-costgate-request-id"
+# the replica that answered (Serve's replica tag), for ops tracing a request to its logs
+REPLICA_HEADER = "x-costgate-replica"
 
 
 class GatewayService:
@@ -99,6 +101,7 @@ class GatewayService:
         self.limits.update_caps(self.routing.caps, replicas=self._replicas())
         self.quota_syncer: QuotaSyncer | None = None
         self.rng = rng or random.Random()
+        self.replica_id: str | None = None  # set by the Serve ingress; None: no header
         self.ready = True
         # why this replica should take no new traffic (empty: no reason); the ingress
         # points it at the ledger writer's health, which the request path knows nothing of
@@ -263,8 +266,9 @@ class GatewayService:
             model=ex.model.upstream_model if ex.model else None,
         )
         self._finish(ex, *spec.settle(RequestStatus.OK, 200, None, body.get("status")), accounted)
-        ticket.store_body(body, accounted)
-        return JSONResponse(body, headers=self._headers(ex))
+        response = JSONResponse(body, headers=self._headers(ex))
+        ticket.store_body(body, response.body, accounted)  # the bytes sent: encoded once
+        return response
 
     # -- streaming ------------------------------------------------------------------------
 
@@ -324,6 +328,8 @@ class GatewayService:
         if ex.model is not None:
             headers[MODEL_HEADER] = ex.model.name
             headers[PROVIDER_HEADER] = ex.model.provider
+        if self.replica_id is not None:
+            headers[REPLICA_HEADER] = self.replica_id
         return headers
 
     def _error_response(self, ex: Exchange, err: OpenAIError) -> Response:

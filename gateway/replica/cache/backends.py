@@ -1,9 +1,14 @@
 """Where entries live: an in-replica LRU bounded in bytes, or Redis shared by replicas.
 
-Both take and give bytes with a TTL. Redis is best effort: each call has a short
-deadline, and after a failure it is left alone for `RETRY_AFTER_S` (a lookup then costs
-nothing instead of a timeout each); a failure or a skip is counted, never raised, so a
-request never fails for the cache.
+Both take and give bytes with a TTL. A lookup is awaited; a store (`put`) is handed over
+and never awaited, because the answer is already on its way to the client.
+
+Redis is best effort: each round trip has a short deadline, and after a failure it is
+left alone for `RETRY_AFTER_S` (a lookup then costs nothing instead of a timeout each); a
+failure or a skip is counted, never raised, so a request never fails for the cache. Its
+commands are pipelined: the lookups and stores that arrive while a round trip is out go
+together in the next one (the lookups as one MGET), so at concurrency 64 a replica makes
+a few round trips where it would make 128, and at concurrency 1 nothing waits.
 """
 
 from __future__ import annotations
@@ -18,12 +23,19 @@ from typing import Any, Protocol
 log = logging.getLogger("costgate.cache")
 
 RETRY_AFTER_S = 1.0
+MAX_BATCH = 256  # lookups, or stores, in one round trip
+# stored bytes in one round trip: big entries must not push the lookups sharing it past
+# the deadline (one entry over it still goes, alone)
+MAX_BATCH_BYTES = 512 * 1024
+
+Lookup = tuple[str, "asyncio.Future[bytes | None]"]  # a key, and who waits for its value
 
 
 class CacheBackend(Protocol):
     async def get(self, key: str) -> bytes | None: ...
-    async def set(self, key: str, value: bytes, ttl_s: float) -> bool: ...
+    def put(self, key: str, value: bytes, ttl_s: float) -> None: ...
     def stats(self) -> dict[str, int]: ...
+    async def flush(self) -> None: ...
     async def aclose(self) -> None: ...
 
 
@@ -36,6 +48,8 @@ class MemoryLRU:
         self._items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
         self.bytes = 0
         self.evictions = 0
+        self.stored = 0
+        self.bytes_stored = 0
 
     async def get(self, key: str) -> bytes | None:
         item = self._items.get(key)
@@ -48,25 +62,30 @@ class MemoryLRU:
         self._items.move_to_end(key)
         return value
 
-    async def set(self, key: str, value: bytes, ttl_s: float) -> bool:
+    def put(self, key: str, value: bytes, ttl_s: float) -> None:
         if len(value) > self.max_bytes:
-            return False
+            return
         if key in self._items:
             self._drop(key)
         self._items[key] = (self._clock() + ttl_s, value)
         self.bytes += len(value)
+        self.stored += 1
+        self.bytes_stored += len(value)
         while self.bytes > self.max_bytes:
             oldest = next(iter(self._items))
             self._drop(oldest)
             self.evictions += 1
-        return True
 
     def _drop(self, key: str) -> None:
         _, value = self._items.pop(key)
         self.bytes -= len(value)
 
     def stats(self) -> dict[str, int]:
-        return {"bytes": self.bytes, "entries": len(self._items), "evictions": self.evictions}
+        return {"bytes": self.bytes, "entries": len(self._items), "evictions": self.evictions,
+                "stored": self.stored, "bytes_stored": self.bytes_stored}
+
+    async def flush(self) -> None:
+        return None  # stores are done when put returns
 
     async def aclose(self) -> None:
         self._items.clear()
@@ -82,8 +101,14 @@ class RedisBackend:
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
         )
         self._down_until = 0.0
+        self._gets: list[Lookup] = []
+        self._sets: list[tuple[str, bytes, int]] = []
+        self._sender: asyncio.Task[None] | None = None
         self.errors = 0
         self.skipped = 0
+        self.stored = 0
+        self.bytes_stored = 0
+        self.round_trips = 0
 
     def _available(self) -> bool:
         if time.monotonic() < self._down_until:
@@ -99,28 +124,77 @@ class RedisBackend:
     async def get(self, key: str) -> bytes | None:
         if not self._available():
             return None
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                value = await self._redis.get(key)
-        except (Exception, TimeoutError) as err:  # noqa: BLE001 - never the request's failure
-            self._failed(err)
-            return None
-        return None if value is None else bytes(value)
+        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        self._gets.append((key, future))
+        self._wake()
+        return await future
 
-    async def set(self, key: str, value: bytes, ttl_s: float) -> bool:
+    def put(self, key: str, value: bytes, ttl_s: float) -> None:
         if not self._available():
-            return False
+            return
+        self._sets.append((key, value, max(1, int(ttl_s * 1000))))
+        self._wake()
+
+    def _wake(self) -> None:
+        # one sender at a time: what arrives while its round trip is out waits for the next
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send())
+
+    async def _send(self) -> None:
+        try:
+            while self._gets or self._sets:
+                gets, self._gets = self._gets[:MAX_BATCH], self._gets[MAX_BATCH:]
+                n, size = 0, 0
+                while n < min(len(self._sets), MAX_BATCH) and (
+                        n == 0 or size + len(self._sets[n][1]) <= MAX_BATCH_BYTES):
+                    size += len(self._sets[n][1])
+                    n += 1
+                sets, self._sets = self._sets[:n], self._sets[n:]
+                await self._round_trip(gets, sets)
+        finally:
+            self._sender = None
+            _answer(self._gets, [None] * len(self._gets))  # left only if cancelled
+            self._gets = []
+
+    async def _round_trip(
+        self, gets: list[Lookup], sets: list[tuple[str, bytes, int]]
+    ) -> None:
+        values: list[Any] = [None] * len(gets)
         try:
             async with asyncio.timeout(self.timeout_s):
-                await self._redis.set(key, value, px=max(1, int(ttl_s * 1000)))
+                pipe = self._redis.pipeline(transaction=False)
+                if gets:
+                    pipe.mget([key for key, _ in gets])
+                for key, value, ttl_ms in sets:
+                    pipe.set(key, value, px=ttl_ms)
+                replies = await pipe.execute()
+            self.round_trips += 1
+            if gets:
+                values = replies[0]
+            self.stored += len(sets)
+            self.bytes_stored += sum(len(value) for _, value, _ in sets)
         except (Exception, TimeoutError) as err:  # noqa: BLE001 - never the request's failure
             self._failed(err)
-            return False
-        return True
+        finally:  # cancelled too (a shutdown): no lookup is left waiting
+            _answer(gets, values)
 
     def stats(self) -> dict[str, int]:
-        return {"errors": self.errors, "skipped": self.skipped}
+        return {"errors": self.errors, "skipped": self.skipped, "stored": self.stored,
+                "bytes_stored": self.bytes_stored}
+
+    async def flush(self) -> None:
+        """Wait until what was handed over has been sent (tests, and a replica's shutdown)."""
+        while self._sender is not None:
+            await asyncio.shield(self._sender)
 
     async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.flush()
         with contextlib.suppress(Exception):  # a connection that is already gone
             await self._redis.aclose()
+
+
+def _answer(gets: list[Lookup], values: list[Any]) -> None:
+    for (_, future), value in zip(gets, values, strict=True):
+        if not future.done():  # a request that left stops waiting, nothing else
+            future.set_result(None if value is None else bytes(value))

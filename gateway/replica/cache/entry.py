@@ -1,9 +1,14 @@
 """What one cache entry holds, and its bytes: the answer and what serving it cost. Pure.
 
-A plain answer is its JSON body; a stream is its events as the provider's parser gave
-them (usage chunk included), replayed one by one through the API's client format, so a
-streamed hit arrives in as many chunks as the original. The model that answered and its
-token counts price the hit "as if served": list and baseline cost, for the savings.
+A plain answer is its JSON body as it was sent (the bytes the response rendered, stored
+and served as they are: a miss encodes nothing twice, a hit parses nothing); a stream is
+its events as the provider's parser gave them (usage chunk included), replayed one by one
+through the API's client format, so a streamed hit arrives in as many chunks as the
+original. The model that answered and its token counts price the hit "as if served":
+list and baseline cost, for the savings.
+
+The bytes: one line of JSON about the entry, a newline, then the body (or the events as a
+JSON array). JSON without indentation has no raw newline, so the first one ends the line.
 """
 
 from __future__ import annotations
@@ -15,6 +20,10 @@ from typing import Any
 from gateway.domain.pricing import TokenUsage
 from gateway.domain.usage_record import UsageSource
 
+# one encoder for every entry: json.dumps with options builds a new one per call
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(TokenUsage))
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CacheEntry:
@@ -22,30 +31,31 @@ class CacheEntry:
     stored_at: float  # epoch seconds
     usage: TokenUsage | None
     usage_source: UsageSource
-    body: dict[str, Any] | None = None  # a plain answer
+    body: bytes | None = None  # a plain answer: its JSON, as sent
     chunks: tuple[dict[str, Any], ...] | None = None  # a stream's events
 
     def to_bytes(self) -> bytes:
-        d = {
-            "model": self.model,
-            "stored_at": self.stored_at,
-            "usage": None if self.usage is None else dataclasses.asdict(self.usage),
-            "usage_source": self.usage_source.value,
-            "body": self.body,
-            "chunks": None if self.chunks is None else list(self.chunks),
-        }
-        return json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode()
+        u = self.usage
+        usage = None if u is None else {name: getattr(u, name) for name in _USAGE_FIELDS}
+        head: list[Any] = [self.model, self.stored_at, self.usage_source.value, usage]
+        if self.body is not None:
+            return _ENCODE(head).encode() + b"\n" + self.body
+        return _ENCODE(head + ["chunks"]).encode() + b"\n" + _ENCODE(list(self.chunks or ())
+                                                                      ).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> CacheEntry:
-        d = json.loads(data)
-        usage = d.get("usage")
-        chunks = d.get("chunks")
+        line, sep, rest = data.partition(b"\n")
+        if not sep:
+            raise ValueError("not a cache entry")
+        head = json.loads(line)
+        model, stored_at, source, usage = head[:4]
+        streamed = head[4:] == ["chunks"]
         return cls(
-            model=str(d["model"]),
-            stored_at=float(d["stored_at"]),
+            model=str(model),
+            stored_at=float(stored_at),
             usage=None if usage is None else TokenUsage(**usage),
-            usage_source=UsageSource(d["usage_source"]),
-            body=d.get("body"),
-            chunks=None if chunks is None else tuple(chunks),
+            usage_source=UsageSource(source),
+            body=None if streamed else rest,
+            chunks=tuple(json.loads(rest)) if streamed else None,
         )

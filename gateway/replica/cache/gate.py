@@ -9,15 +9,14 @@ reserves nothing on budgets or rate limits (it costs 0 and is recorded as such).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from gateway.domain.config import Config
 from gateway.domain.pricing import PriceCatalog
@@ -57,9 +56,12 @@ class ResponseCache:
             )
         self.backend = backend
         self.counts: Counter[str] = Counter()
-        self._tasks: set[asyncio.Task[Any]] = set()
 
-    async def lookup(self, ex: Exchange, headers: Mapping[str, str]) -> CacheTicket:
+    async def lookup(
+        self, ex: Exchange, headers: Mapping[str, str], fmt: ClientFormat | None = None
+    ) -> CacheTicket:
+        """`fmt`: how a streamed hit is written (default: the API's in SPECS; Anthropic's
+        Messages, which is not there, passes its own)."""
         assert ex.request is not None
         decision = decide(headers, self.opts, ex.requested)
         if decision is OFF:
@@ -78,7 +80,7 @@ class ResponseCache:
         self.counts["bytes_served"] += len(raw or b"")
         ticket.state = CacheState.HIT
         ex.model = self.cfg.models_by_name[entry.model]
-        ticket.response = self._answer(ex, entry, ticket)
+        ticket.response = self._answer(ex, entry, fmt or SPECS[ex.endpoint].stream_format)
         return ticket
 
     def _usable(self, raw: bytes | None, d: Decision, stream: bool) -> CacheEntry | None:
@@ -99,13 +101,12 @@ class ResponseCache:
 
     # -- answering a hit ------------------------------------------------------------------
 
-    def _answer(self, ex: Exchange, entry: CacheEntry, ticket: CacheTicket) -> Response:
+    def _answer(self, ex: Exchange, entry: CacheEntry, fmt: ClientFormat) -> Response:
         headers = self.headers(ex) | {CACHE_HEADER: CacheState.HIT.value}
         if entry.chunks is None:
             ex.ttft_ms = ex.elapsed_ms()
             self._record(ex, entry, RequestStatus.OK, 200, None)
-            return JSONResponse(entry.body, headers=headers)
-        fmt = SPECS[ex.endpoint].stream_format
+            return Response(entry.body, headers=headers, media_type="application/json")
 
         def abandoned() -> None:
             self.hooks.inflight(-1)
@@ -160,23 +161,11 @@ class ResponseCache:
         if len(data) > self.opts.max_entry_bytes:
             self.counts["too_large"] += 1
             return
-        key, ttl = ticket.key or "", ticket.decision.ttl_s
-        self._spawn(self._set(key, data, ttl))
-
-    async def _set(self, key: str, data: bytes, ttl: float) -> None:
-        if await self.backend.set(key, data, ttl):
-            self.counts["stored"] += 1
-            self.counts["bytes_stored"] += len(data)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.backend.put(ticket.key or "", data, ticket.decision.ttl_s)
 
     async def flush(self) -> None:
-        """Wait for the stores in flight (tests, and a replica's shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Wait for the stores handed over (tests, and a replica's shutdown)."""
+        await self.backend.flush()
 
     def stats(self) -> dict[str, int]:
         return dict(self.counts) | self.backend.stats()
@@ -205,12 +194,15 @@ class CacheTicket:
         response.headers[CACHE_HEADER] = self.state.value
         return response
 
-    def store_body(self, body: dict[str, Any], accounted: Accounted) -> None:
-        """A plain answer; a Responses answer its upstream marked failed is not one."""
+    def store_body(
+        self, body: dict[str, Any], sent: bytes | memoryview, accounted: Accounted
+    ) -> None:
+        """A plain answer (`sent`: its JSON as the response rendered it, stored as it is);
+        a Responses answer its upstream marked failed is not one."""
         ex = self.ex
         if not self.decision.store or ex.model is None or body.get("status") == "failed":
             return
-        self.cache.store(self, self._entry(accounted, body=body))
+        self.cache.store(self, self._entry(accounted, body=bytes(sent)))  # bytes: no copy
 
     def tee(self, fmt: ClientFormat) -> ClientFormat:
         """The API's client format, noting each event on its way to the client."""

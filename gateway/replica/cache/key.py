@@ -17,28 +17,33 @@ from typing import Any
 
 from gateway.domain.endpoints import Endpoint
 
-KEY_VERSION = "2"  # bump when what an entry holds changes: old entries then miss
+KEY_VERSION = "3"  # bump when what an entry holds changes: old entries then miss
 PREFIX = "costgate:cache:"
 _IGNORED = frozenset({"stream_options"})
+# built once: json.dumps with options builds an encoder per call, most of a small key's cost
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+).encode
 
 
 # request headers that change the answer: the model forced, the routing priority, the
 # fallbacks allowed, the context trimming policy (one trimmed under `drop_oldest` must not
-# answer a request that asked for `error`)
+# answer a request that asked for `error`), and the Anthropic API version and beta
+# features that `/v1/messages` passes to a native upstream
 ANSWER_HEADERS = ("x-costgate-model", "x-costgate-priority", "x-costgate-no-fallback",
-                  "x-costgate-trim")  # fmt: skip
+                  "x-costgate-trim", "anthropic-version", "anthropic-beta")  # fmt: skip
 
 
 def cache_key(
     app: str, endpoint: Endpoint, body: dict[str, Any], headers: Mapping[str, str] | None = None
 ) -> str:
-    params = {k: v for k, v in body.items() if k not in _IGNORED}
-    given = {h: (headers or {}).get(h, "").strip() for h in ANSWER_HEADERS}
-    canonical = json.dumps(
-        [KEY_VERSION, app, endpoint.value, params, {h: v for h, v in given.items() if v}],
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=str,
-    )
+    params = body if _IGNORED.isdisjoint(body) else {
+        k: v for k, v in body.items() if k not in _IGNORED}
+    given: dict[str, str] = {}
+    if headers:
+        for h in ANSWER_HEADERS:
+            value = headers.get(h)
+            if value and (value := value.strip()):
+                given[h] = value
+    canonical = _CANONICAL([KEY_VERSION, app, endpoint.value, params, given])
     return PREFIX + hashlib.sha256(canonical.encode()).hexdigest()

@@ -25,7 +25,7 @@ from gateway.providers.client import failure_from_exception
 from gateway.providers.sse import SSEDecoder
 from gateway.replica.exchange import Exchange
 from gateway.replica.messages.errors import stream_error_event
-from gateway.replica.stream_relay import DRAIN_TIMEOUT_S, STREAM_DEADLINE, Outcome
+from gateway.replica.stream_relay import DRAIN_TIMEOUT_S, STREAM_DEADLINE, ClientFormat, Outcome
 from gateway.routing.retry_policy import FailureReason
 
 _SEPARATORS = (",", ":")
@@ -48,6 +48,17 @@ def client_event(event: dict[str, Any], public_model: str) -> bytes:
     return encode(event)
 
 
+def _error(message: str) -> bytes:
+    return encode(stream_error_event(message))
+
+
+# Messages streams: named events, usage always in them (Anthropic's streams carry it),
+# no closing line after `message_stop`; the response cache replays stored events with it
+MESSAGES_FORMAT = ClientFormat(
+    encode=lambda event, model, _usage: client_event(event, model), done=None, error=_error
+)
+
+
 async def _drain(raw: AsyncIterator[bytes]) -> None:
     with contextlib.suppress(Exception):
         async with asyncio.timeout(DRAIN_TIMEOUT_S):
@@ -64,6 +75,7 @@ async def relay_messages(
     parser: MessagesStream,
     provider: Provider,
     on_end: Outcome,
+    fmt: ClientFormat = MESSAGES_FORMAT,
 ) -> AsyncIterator[bytes]:
     ex.relay_started = True
     public_model = ex.requested
@@ -82,7 +94,9 @@ async def relay_messages(
                 for event in events:
                     if ex.ttft_ms is None:
                         ex.ttft_ms = ex.elapsed_ms()
-                    yield client_event(event, public_model)
+                    out = fmt.encode(event, public_model, True)
+                    if out is not None:
+                        yield out
                 if done:
                     break
             if done:
@@ -100,7 +114,9 @@ async def relay_messages(
         if done or parser.finished:
             status, error_class = RequestStatus.OK, None
             for event in parser.close():
-                yield client_event(event, public_model)
+                out = fmt.encode(event, public_model, True)
+                if out is not None:
+                    yield out
         else:
             status, http_status = RequestStatus.UPSTREAM_ERROR, 502
             error_class = FailureReason.RESET.value

@@ -39,13 +39,14 @@ from gateway.providers.client import (
 from gateway.providers.messages_stream import ChatToMessagesStream
 from gateway.providers.registry import adapter_for
 from gateway.providers.sse import SSEDecoder
+from gateway.replica.cache.gate import CacheTicket
 from gateway.replica.chat_request import parse_json_body
 from gateway.replica.endpoints.context_fit import fit_context
 from gateway.replica.endpoints.spec import serving_plan
 from gateway.replica.exchange import Exchange, utcnow
 from gateway.replica.key_scope import check_request
 from gateway.replica.messages.errors import error_response
-from gateway.replica.messages.relay import MessagesStream, relay_messages
+from gateway.replica.messages.relay import MESSAGES_FORMAT, MessagesStream, relay_messages
 from gateway.replica.messages.request import validate_messages_request
 from gateway.replica.request_body import read_body
 from gateway.replica.service import REQUEST_ID_HEADER, GatewayService
@@ -109,6 +110,10 @@ class MessagesRoute:
         req = validate_messages_request(parse_json_body(await read_body(request, limit), limit))
         ex.request, ex.requested, ex.stream = req, req.model, req.stream
         check_request(ex.caller.scope, req, request.headers, Endpoint.MESSAGES)
+        # as on the chat path: before routing and admission (a hit needs neither)
+        ticket = await svc.cache.lookup(ex, request.headers, MESSAGES_FORMAT)
+        if ticket.response is not None:
+            return ticket.response
         # an embedding model (or one whose adapter serves no Messages) is the client's 400
         ex.plan = serving_plan(svc._plan(req.model, request.headers), Endpoint.MESSAGES,
                                svc.cfg, req.model)
@@ -116,8 +121,8 @@ class MessagesRoute:
         await svc._admit(ex, estimate_messages(ex.request.body))  # budgets, limits as everywhere
         passed = {h: request.headers[h] for h in _PASSED_HEADERS if request.headers.get(h)}
         if req.stream:
-            return await self._stream(ex, passed)
-        return await self._complete(ex, passed)
+            return ticket.tag(await self._stream(ex, passed, ticket))
+        return ticket.tag(await self._complete(ex, passed, ticket))
 
     def _upstream(self, model: Model, ex: Exchange, passed: dict[str, str]
                   ) -> tuple[dict[str, Any], WireBuilder | None, AnthropicAdapter | None]:
@@ -137,7 +142,8 @@ class MessagesRoute:
             chat["stream_options"] = {"include_usage": True}
         return chat, None, None
 
-    async def _complete(self, ex: Exchange, passed: dict[str, str]) -> Response:
+    async def _complete(self, ex: Exchange, passed: dict[str, str], ticket: CacheTicket
+                        ) -> Response:
         svc = self.service
 
         async def call(model: Model) -> tuple[UpstreamReply, bool]:
@@ -151,11 +157,14 @@ class MessagesRoute:
             body["model"] = ex.requested
         else:
             body = completion_to_message(reply.reply.body, reply.reply.usage, ex.requested)
-        svc._finish(ex, RequestStatus.OK, 200, None,
-                    self._estimate(ex, reply.reply.text, reply.reply.usage))
-        return JSONResponse(body, headers=svc._headers(ex))
+        accounted = self._estimate(ex, reply.reply.text, reply.reply.usage)
+        svc._finish(ex, RequestStatus.OK, 200, None, accounted)
+        response = JSONResponse(body, headers=svc._headers(ex))
+        ticket.store_body(body, response.body, accounted)
+        return response
 
-    async def _stream(self, ex: Exchange, passed: dict[str, str]) -> Response:
+    async def _stream(self, ex: Exchange, passed: dict[str, str], ticket: CacheTicket
+                      ) -> Response:
         svc = self.service
 
         async def call(model: Model) -> tuple[OpenedStream, MessagesStream]:
@@ -191,8 +200,9 @@ class MessagesRoute:
         def on_end(status: RequestStatus, http_status: int, error_class: str | None,
                    ended: StreamParser) -> None:
             svc.hooks.inflight(-1)
-            svc._finish(ex, status, http_status, error_class,
-                        self._estimate(ex, ended.text(), ended.usage))
+            accounted = self._estimate(ex, ended.text(), ended.usage)
+            svc._finish(ex, status, http_status, error_class, accounted)
+            ticket.store_stream(status, accounted)
 
         def on_abandon() -> None:
             svc.hooks.inflight(-1)
@@ -201,5 +211,6 @@ class MessagesRoute:
             asyncio.get_running_loop().create_task(response.aclose())
 
         stream = relay_messages(ex, response, opened.raw, opened.decoder, opened.first, parser,
-                                svc.cfg.provider(ex.model.provider), on_end)
+                                svc.cfg.provider(ex.model.provider), on_end,
+                                ticket.tee(MESSAGES_FORMAT))
         return relay_response(stream, ex, on_abandon=on_abandon, headers=svc._headers(ex))

@@ -42,6 +42,12 @@ class RedisProcess:
         )
         return done.stdout.strip()
 
+    def cpu_s(self) -> float:
+        """The server's CPU seconds so far (user and system)."""
+        info = dict(line.split(":", 1) for line in self.command("INFO", "cpu").splitlines()
+                    if ":" in line)
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
     def stop(self) -> None:
         """Stop this instance (by its PID), as an outage would."""
         if self.proc.poll() is None:

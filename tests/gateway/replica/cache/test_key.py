@@ -37,6 +37,10 @@ def test_the_routing_headers_that_change_the_answer_change_the_key() -> None:
     assert cache_key("app", Endpoint.CHAT_COMPLETIONS, body, {"x-other": "1"}) == plain
     seen = {plain}
     for header, value in (("x-costgate-model", "gpt-4.1"), ("x-costgate-priority", "high"),
-                          ("x-costgate-no-fallback", "1"), ("x-costgate-trim", "drop_oldest")):
+                          ("x-costgate-no-fallback", "1"), ("x-costgate-trim", "drop_oldest"),
+                          ("anthropic-version", "2023-06-01"),
+                          ("anthropic-beta", "prompt-caching-2024-07-31")):
         seen.add(cache_key("app", Endpoint.CHAT_COMPLETIONS, body, {header: value}))
-    assert len(seen) == 5
+        # a blank header is no header
+        assert cache_key("app", Endpoint.CHAT_COMPLETIONS, body, {header: "  "}) == plain
+    assert len(seen) == 7

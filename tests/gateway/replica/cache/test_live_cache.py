@@ -71,7 +71,7 @@ def _rows(gw: RunningGateway, app: str, n: int, timeout_s: float = 30) -> list[A
                 rows = conn.execute(
                     text(
                         "SELECT cache_hit, status, stream, actual_cost_usd, list_cost_usd,"
-                        " prompt_tokens, completion_tokens, attempts, model"
+                        " prompt_tokens, completion_tokens, attempts, model, endpoint"
                         " FROM usage_records WHERE app = :app ORDER BY started_at"
                     ),
                     {"app": app},
@@ -91,7 +91,7 @@ APPS: dict[str, str] = {}  # key -> its app
 @pytest.fixture(scope="module")
 def keys(cached_gateway: RunningGateway) -> dict[str, str]:
     out = {}
-    for letter in "abcd":
+    for letter in "abcdef":  # created together: replicas load new keys every few seconds
         app = f"cache-{letter}-{uuid.uuid4().hex[:6]}"
         out[letter] = key = create_key(cached_gateway.database_url, app)[0]
         APPS[key] = app
@@ -179,24 +179,89 @@ async def test_another_app_misses_no_cache_bypasses_and_the_ttl_expires(
     assert (await _post(gw, keys["c"], short, **ON)).headers["x-costgate-cache"] == "miss"
 
 
+async def _messages(
+    gw: RunningGateway, key: str, body: dict[str, Any], **h: str
+) -> tuple[httpx.Response, list[str]]:
+    """A Messages request with Anthropic's headers; a stream's lines (`event:`, `data:`)."""
+    headers = {"x-api-key": key, "anthropic-version": "2023-06-01"} | h
+    async with httpx.AsyncClient(base_url=gw.base_url, timeout=60) as client:
+        req = client.build_request("POST", "/v1/messages", json=body, headers=headers)
+        resp = await client.send(req, stream=True)
+        lines = [line async for line in resp.aiter_lines() if line]
+        await resp.aclose()
+        return resp, lines
+
+
+@pytest.mark.parametrize(("model", "letter"), [("claude-haiku-4.5", "e"), ("gpt-4o", "f")])
+async def test_messages_repeats_hit_plain_and_streamed_and_save_their_list_price(
+    cached_gateway: RunningGateway, redis_server: RedisProcess, keys: dict[str, str],
+    model: str, letter: str,
+) -> None:
+    # native to Anthropic, and translated to an OpenAI-compatible upstream
+    gw, key = cached_gateway, keys[letter]
+    app = _app_of(gw, key)
+    body = _body() | {"model": model}
+    before = int(redis_server.command("DBSIZE") or 0)
+    first, plain = await _messages(gw, key, body, **ON)
+    assert first.status_code == 200 and first.headers["x-costgate-cache"] == "miss", plain
+    streamed = body | {"stream": True}
+    s_first, events = await _messages(gw, key, streamed, **ON)
+    assert s_first.headers["x-costgate-cache"] == "miss"
+    _stored(redis_server, before + 2)
+    second, plain_again = await _messages(gw, key, body, **ON)
+    assert second.headers["x-costgate-cache"] == "hit" and plain_again == plain
+    assert second.headers["content-type"].startswith("application/json")
+    s_second, replayed = await _messages(gw, key, streamed, **ON)
+    assert s_second.headers["x-costgate-cache"] == "hit"
+    assert s_second.headers["content-type"].startswith("text/event-stream")
+    # as many events, each with its name, in the same order, usage in message_delta
+    assert replayed == events and len(events) > 8
+    assert events[0] == "event: message_start" and events[-2] == "event: message_stop"
+    assert any('"usage"' in line and "message_delta" in line for line in replayed)
+    rows = _rows(gw, app, 4)
+    assert all(r.endpoint == "messages" and r.model == model for r in rows)
+    assert [(r.cache_hit, r.stream) for r in rows] == [
+        (False, False), (False, True), (True, False), (True, True)]
+    for miss, hit in ((rows[0], rows[2]), (rows[1], rows[3])):
+        assert hit.status == "ok" and hit.attempts == 0 and hit.actual_cost_usd == 0
+        assert hit.list_cost_usd == miss.list_cost_usd > 0
+        assert (hit.prompt_tokens, hit.completion_tokens) == (miss.prompt_tokens,
+                                                               miss.completion_tokens)
+
+
 async def test_both_replicas_share_hits_through_redis(
     cached_gateway: RunningGateway, redis_server: RedisProcess, keys: dict[str, str]
 ) -> None:
     gw, key = cached_gateway, keys["d"]
     body = _body()
+    earlier = await _metrics(gw, 'costgate_cache_lookups_total{result="hit"}', at_least=0)
     before = int(redis_server.command("DBSIZE") or 0)
-    assert (await _post(gw, key, body, **ON)).headers["x-costgate-cache"] == "miss"
+    miss = await _post(gw, key, body, **ON)
+    assert miss.headers["x-costgate-cache"] == "miss"
+    storer = miss.headers["x-costgate-replica"]  # the one replica that stored the entry
     _stored(redis_server, before + 1)
-    # 24 at once: Serve spreads them over both replicas, and only one of them stored it
+    # bursts of 24 at once until Serve has sent some to the other replica: each answer says
+    # which replica gave it, and every one is a hit, the other replica's included (with an
+    # LRU per replica, the other one would miss)
+    served: list[tuple[str, str]] = []
     async with httpx.AsyncClient(base_url=gw.base_url, timeout=60) as client:
-        replies = await asyncio.gather(
-            *(client.post("/v1/chat/completions", json=body, headers=_auth(key, **ON))
-              for _ in range(24))
-        )
-    assert [r.headers["x-costgate-cache"] for r in replies] == ["hit"] * 24
-    # the 5 hits of the tests before, and these 24 (replicas push their counts each second)
-    hits = await _metrics(gw, 'costgate_cache_lookups_total{result="hit"}', at_least=29)
-    assert hits >= 29
+        for _ in range(5):
+            replies = await asyncio.gather(
+                *(client.post("/v1/chat/completions", json=body, headers=_auth(key, **ON))
+                  for _ in range(24))
+            )
+            served += [(r.headers["x-costgate-replica"], r.headers["x-costgate-cache"])
+                       for r in replies]
+            if any(replica != storer for replica, _ in served):
+                break
+    assert {state for _, state in served} == {"hit"}
+    others = {replica for replica, _ in served if replica != storer}
+    assert len(others) == 1, (storer, served)  # the second of the two replicas
+    assert all(r.json() == miss.json() for r in replies)
+    # these hits on top of the tests' before (replicas push their counts each second)
+    hits = await _metrics(gw, 'costgate_cache_lookups_total{result="hit"}',
+                          at_least=earlier + len(served))
+    assert hits >= earlier + len(served)
     assert await _metrics(gw, 'costgate_cache_bytes_total{direction="served"}') > 0
 
 
