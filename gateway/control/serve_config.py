@@ -60,6 +60,9 @@ def config_digest(cfg: Config) -> str:
     reconfigures the replicas in place.
     """
     data = cfg.model_dump(mode="json")
+    # where the control plane sends routing changes: no replica reads it, so switching
+    # it (or adding it to an older file) must not restart them
+    data.pop("routing", None)
     for alias in data["aliases"].values():
         alias.pop("candidates", None)
     for model in data["models"]:
