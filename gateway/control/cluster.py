@@ -366,7 +366,15 @@ def cluster_processes(temp_dir: Path) -> list[psutil.Process]:
 
 def stop_head(paths: ClusterPaths, grace_s: float = 10.0) -> int:
     """Stop the Ray processes of our head only; return how many were running."""
-    procs = cluster_processes(paths.temp_dir)
+    n = stop_processes(paths.temp_dir, grace_s)
+    paths.record.unlink(missing_ok=True)
+    shutil.rmtree(paths.haproxy_dir, ignore_errors=True)
+    return n
+
+
+def stop_processes(temp_dir: Path, grace_s: float = 10.0) -> int:
+    """SIGTERM, then SIGKILL after `grace_s`, to every process under one node's temp dir."""
+    procs = cluster_processes(temp_dir)
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.send_signal(signal.SIGTERM)
@@ -375,8 +383,6 @@ def stop_head(paths: ClusterPaths, grace_s: float = 10.0) -> int:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     psutil.wait_procs(alive, timeout=5)
-    paths.record.unlink(missing_ok=True)
-    shutil.rmtree(paths.haproxy_dir, ignore_errors=True)
     return len(procs)
 
 

@@ -81,7 +81,9 @@ def serve_config(
 ) -> dict[str, Any]:
     g = cfg.gateway
     return {
-        "proxy_location": "HeadOnly",
+        # an ingress on every node (`costgate join`): a load balancer points at all of
+        # them, and a node that is lost takes only its own connections with it
+        "proxy_location": "EveryNode",
         "http_options": {
             "host": g.host,
             "port": g.port,
