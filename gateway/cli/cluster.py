@@ -64,6 +64,9 @@ def register(sub: Any) -> None:
                        help="autoscaling lower bound")
     scale.add_argument("--max", type=int, default=None, dest="max_replicas",
                        help="autoscaling upper bound")
+    for flag, key in AUTOSCALING_FLAGS.items():
+        scale.add_argument(flag, type=float, default=None, dest=key,
+                           help=f"autoscaling_config.{key}")
     scale.add_argument("--timeout", type=float, default=180.0)
     scale.set_defaults(func=cmd_scale)
 
@@ -82,6 +85,15 @@ def register(sub: Any) -> None:
     demo.add_argument("--duration", type=float, default=3600.0, help="traffic bound (seconds)")
     demo.add_argument("--no-traffic", action="store_true", help="start everything but traffic")
     demo.set_defaults(func=cmd_demo)
+
+
+# `costgate scale` flags for Serve's other autoscaling_config keys
+AUTOSCALING_FLAGS = {
+    "--target-ongoing": "target_ongoing_requests",
+    "--upscale-delay": "upscale_delay_s",
+    "--downscale-delay": "downscale_delay_s",
+    "--look-back": "look_back_period_s",
+}
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Path]:
@@ -278,10 +290,14 @@ def cmd_scale(args: argparse.Namespace) -> int:
     from gateway.control.replicas import ScaleError, scale
 
     cfg, _ = _load(args)
+    auto = {k: getattr(args, k) for k in AUTOSCALING_FLAGS.values() if getattr(args, k) is not None}
+    if auto and args.min_replicas is None and args.max_replicas is None:
+        print("costgate scale: autoscaling options need --min and/or --max", file=sys.stderr)
+        return 1
     try:
         state = scale(cfg, dashboard_url(cfg), replicas=args.replicas,
                       min_replicas=args.min_replicas, max_replicas=args.max_replicas,
-                      timeout_s=args.timeout)  # fmt: skip
+                      autoscaling=auto, timeout_s=args.timeout)  # fmt: skip
     except ScaleError as err:
         print(f"costgate scale: {err}", file=sys.stderr)
         return 1

@@ -40,6 +40,24 @@ from gateway.domain.config import Config
 from gateway.domain.ray_options import REPLICA_PORTS
 
 NODES_DIR = "nodes"
+# `ray start` for a worker on loopback (the head's machine): the head runs with
+# RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 so that Ray keeps 127.0.0.1 rather than resolve it
+# to the host's outward address; with that setting `ray start` refuses worker nodes,
+# and without it the worker would bind the outward address and dial the head there. So
+# this one process passes the refusal and keeps every address on loopback; the node's
+# own processes run with the setting, as the head's do.
+LOOPBACK_RAY_START = """
+import sys
+import ray._private.ray_constants as constants
+import ray._private.services as services
+from ray._common.network_utils import get_localhost_ip
+constants.ENABLE_RAY_CLUSTER = True
+services.get_node_ip_address = lambda address=None: get_localhost_ip()
+from ray.scripts.scripts import main
+sys.argv[0] = "ray"
+sys.exit(main())
+"""
+LOOPBACK = ("127.0.0.1", "localhost")
 # a worker's object store: Ray's default is 30% of the RAM per node, twice on one host
 OBJECT_STORE_BYTES = 200 * 1024 * 1024
 
@@ -147,9 +165,17 @@ def join_env(env: dict[str, str], state_dir: Path) -> dict[str, str]:
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
 
 
+def ray_cli(loopback: bool) -> list[str]:
+    """The command that runs Ray's CLI (on loopback: through LOOPBACK_RAY_START)."""
+    if loopback:
+        return [sys.executable, "-c", LOOPBACK_RAY_START]
+    return [str(Path(sys.executable).with_name("ray"))]
+
+
 def ray_start_worker(cfg: Config, plan: NodePlan, env: dict[str, str]) -> None:
+    loopback = plan.node_ip in LOOPBACK
     cmd = [
-        str(Path(sys.executable).with_name("ray")),
+        *ray_cli(loopback),
         "start",
         f"--address={plan.head_address}",
         f"--node-ip-address={plan.node_ip}",
@@ -171,7 +197,6 @@ def ray_start_worker(cfg: Config, plan: NodePlan, env: dict[str, str]) -> None:
     env = {
         **env,
         CLUSTER_MARKER_ENV: str(plan.temp_dir),
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
         "RAY_worker_niceness": "0",
         "RAY_SERVE_WORKER_PROXY_HTTP_PORT": str(plan.http_port),
         "RAY_SERVE_WORKER_PROXY_GRPC_PORT": str(free_port()),
@@ -188,6 +213,8 @@ def ray_start_worker(cfg: Config, plan: NodePlan, env: dict[str, str]) -> None:
         "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(h / "server-state"),
         "RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH": str(h / "metrics.sock"),
     }
+    if loopback:
+        env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     if cfg.gateway.ingress == "haproxy":
         env.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
         env.setdefault("RAY_SERVE_ENABLE_HA_PROXY", "1")
@@ -248,8 +275,11 @@ def serve_replicas_on(admin: ServeAdmin, node_id: str) -> int:
 def drain_node(head_address: str, node_id: str, env: dict[str, str], deadline_s: int) -> None:
     """Ask the GCS to drain the node: Serve starts replacements elsewhere and stops the
     node's replicas (drained gracefully: they flush their ledger on the way out)."""
+    loopback = head_address.rsplit(":", 1)[0] in LOOPBACK
+    if loopback:
+        env = {**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     cmd = [
-        str(Path(sys.executable).with_name("ray")), "drain-node",
+        *ray_cli(loopback), "drain-node",
         f"--address={head_address}", f"--node-id={node_id}",
         "--reason=DRAIN_NODE_REASON_PREEMPTION", "--reason-message=costgate leave",
         f"--deadline-remaining-seconds={deadline_s}",

@@ -44,9 +44,10 @@ def scaled_config(
     replicas: int | None = None,
     min_replicas: int | None = None,
     max_replicas: int | None = None,
+    autoscaling: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A copy of the declarative config with the deployment's replica count (or its
-    autoscaling bounds) changed and nothing else."""
+    autoscaling bounds, and any other `autoscaling_config` keys) changed, nothing else."""
     if replicas is None and min_replicas is None and max_replicas is None:
         raise ScaleError("give a replica count, or --min/--max")
     if replicas is not None and (min_replicas is not None or max_replicas is not None):
@@ -74,6 +75,7 @@ def scaled_config(
     hi = max_replicas if max_replicas is not None else auto.get("max_replicas", max(lo, fixed or 1))
     if lo < 0 or hi < 1 or hi < lo:
         raise ScaleError(f"autoscaling bounds must be 0 <= min <= max, max >= 1 (got {lo}, {hi})")
+    auto.update(autoscaling or {})
     auto.update(min_replicas=lo, max_replicas=hi)
     auto.setdefault("target_ongoing_requests", TARGET_ONGOING_DEFAULT)
     d.pop("num_replicas", None)
@@ -88,6 +90,7 @@ def scale(
     replicas: int | None = None,
     min_replicas: int | None = None,
     max_replicas: int | None = None,
+    autoscaling: Mapping[str, Any] | None = None,
     timeout_s: float = 180.0,
 ) -> dict[str, Any]:
     """Change the count live and wait until Serve runs it; returns the deployment's
@@ -99,7 +102,7 @@ def scale(
             ingress = ingress_deployment(application(instance, name))
             body = scaled_config(
                 declarative_config(instance), name, ingress, replicas=replicas,
-                min_replicas=min_replicas, max_replicas=max_replicas,
+                min_replicas=min_replicas, max_replicas=max_replicas, autoscaling=autoscaling,
             )  # fmt: skip
             admin.put(body, timeout_s=60)
         except (ServeAdminError, RoutingUpdateError) as err:
