@@ -67,6 +67,8 @@ def register(sub: Any) -> None:
     for flag, key in AUTOSCALING_FLAGS.items():
         scale.add_argument(flag, type=float, default=None, dest=key,
                            help=f"autoscaling_config.{key}")
+    scale.add_argument("--max-per-node", type=int, default=None,
+                       help="at most this many replicas on one node (restarts them)")
     scale.add_argument("--timeout", type=float, default=180.0)
     scale.set_defaults(func=cmd_scale)
 
@@ -297,7 +299,8 @@ def cmd_scale(args: argparse.Namespace) -> int:
     try:
         state = scale(cfg, dashboard_url(cfg), replicas=args.replicas,
                       min_replicas=args.min_replicas, max_replicas=args.max_replicas,
-                      autoscaling=auto, timeout_s=args.timeout)  # fmt: skip
+                      autoscaling=auto, max_per_node=args.max_per_node,
+                      timeout_s=args.timeout)  # fmt: skip
     except ScaleError as err:
         print(f"costgate scale: {err}", file=sys.stderr)
         return 1

@@ -261,14 +261,15 @@ def _alive(admin: ServeAdmin) -> list[dict[str, Any]]:
 
 
 def serve_replicas_on(admin: ServeAdmin, node_id: str) -> int:
-    """Serve replicas (of any application) that run on `node_id` now."""
+    """Serve replicas (of any application) on `node_id` in any state: on a draining node
+    they are PENDING_MIGRATION until their replacements run, then STOPPING."""
     apps = admin.instance(timeout_s=10).get("applications") or {}
     return sum(
         1
         for app in apps.values()
         for d in (app.get("deployments") or {}).values()
         for r in d.get("replicas") or []
-        if r.get("node_id") == node_id and r.get("state") in ("RUNNING", "STARTING", "STOPPING")
+        if r.get("node_id") == node_id
     )
 
 

@@ -45,9 +45,12 @@ def scaled_config(
     min_replicas: int | None = None,
     max_replicas: int | None = None,
     autoscaling: Mapping[str, Any] | None = None,
+    max_per_node: int | None = None,
 ) -> dict[str, Any]:
     """A copy of the declarative config with the deployment's replica count (or its
-    autoscaling bounds, and any other `autoscaling_config` keys) changed, nothing else."""
+    autoscaling bounds, and any other `autoscaling_config` keys) changed, nothing else.
+    `max_per_node` (Serve's `max_replicas_per_node`) spreads them over nodes; changing it
+    restarts the replicas one by one."""
     if replicas is None and min_replicas is None and max_replicas is None:
         raise ScaleError("give a replica count, or --min/--max")
     if replicas is not None and (min_replicas is not None or max_replicas is not None):
@@ -63,6 +66,10 @@ def scaled_config(
     d = found[0] if found else {"name": deployment}
     if not found:
         deployments.append(d)
+    if max_per_node is not None:
+        if max_per_node < 1:
+            raise ScaleError("--max-per-node must be at least 1")
+        d["max_replicas_per_node"] = max_per_node
     if replicas is not None:
         d.pop("autoscaling_config", None)
         d["num_replicas"] = replicas
@@ -91,6 +98,7 @@ def scale(
     min_replicas: int | None = None,
     max_replicas: int | None = None,
     autoscaling: Mapping[str, Any] | None = None,
+    max_per_node: int | None = None,
     timeout_s: float = 180.0,
 ) -> dict[str, Any]:
     """Change the count live and wait until Serve runs it; returns the deployment's
@@ -103,6 +111,7 @@ def scale(
             body = scaled_config(
                 declarative_config(instance), name, ingress, replicas=replicas,
                 min_replicas=min_replicas, max_replicas=max_replicas, autoscaling=autoscaling,
+                max_per_node=max_per_node,
             )  # fmt: skip
             admin.put(body, timeout_s=60)
         except (ServeAdminError, RoutingUpdateError) as err:

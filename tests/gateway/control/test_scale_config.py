@@ -69,6 +69,11 @@ def test_a_count_that_cannot_run_is_refused_before_anything_is_sent(kwargs: Any)
         scaled_config(copy.deepcopy(_config()), "costgate", "Gateway", **kwargs)
 
 
+def test_a_per_node_bound_is_set_with_the_count() -> None:
+    after = scaled_config(_config(), "costgate", "Gateway", replicas=4, max_per_node=2)
+    assert _gateway(after)["max_replicas_per_node"] == 2 and _gateway(after)["num_replicas"] == 4
+
+
 def test_an_unknown_application_is_named() -> None:
     with pytest.raises(ScaleError, match="nope"):
         scaled_config(_config(), "nope", "Gateway", replicas=2)
