@@ -27,7 +27,7 @@ from gateway.domain.config import Config
 from gateway.domain.routing_settings import RoutingError, RoutingSettings, parse_routing
 
 if TYPE_CHECKING:
-    from gateway.control.routing_update import RoutingChangeResult
+    from gateway.control.replica_confirm import RoutingChangeResult
 
 
 def alias_models(settings: RoutingSettings, cfg: Config, alias: str) -> list[str]:
@@ -118,8 +118,11 @@ def apply_change(
     """
     who = authorize(user, Permission.ROUTING_EDIT, all_teams=True, users=users, store=store)
     # imported here: the control plane's client is needed only by those who may apply
-    from gateway.control.routing_update import apply_routing_change
+    from gateway.control.routing_update import apply_routing_change, uses_kuberay
 
+    # on KubeRay the change patches the RayService the config names; on Serve the
+    # replicas' own config (from the running app) validates it, as before
+    cfg = settings.config if uses_kuberay(settings.config) else None
     return apply_routing_change(
         settings.ray_dashboard_url,
         settings.app_name,
@@ -128,6 +131,7 @@ def apply_change(
         actor=who.name,
         note=note or None,
         database_url=settings.database_url,
+        cfg=cfg,
         gateway_url=settings.gateway_url,
     )
 

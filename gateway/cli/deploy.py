@@ -1,4 +1,5 @@
 """`costgate k8s-manifest`: KubeRay manifests from the same config file as `costgate up`;
+`costgate helm-chart`: the same as a Helm chart (deploy/helm/costgate);
 `costgate check-secrets`: refuse to start a deployment whose secrets are still placeholders."""
 
 from __future__ import annotations
@@ -28,6 +29,24 @@ def register(sub: Any) -> None:
     )
     p.add_argument("-o", "--output", type=Path, help="write here instead of standard output")
     p.set_defaults(func=cmd_k8s_manifest)
+
+    chart = sub.add_parser(
+        "helm-chart",
+        help="write the Helm chart (gateway RayService, dashboard, migrations) for a config",
+        description="The chart's RayService and ConfigMap come from the config file, as "
+        "`k8s-manifest`'s do; name, image, workers and toggles are Helm values.",
+    )
+    add_config_option(chart)
+    chart.add_argument(
+        "--dashboard-manifest",
+        type=Path,
+        default=Path("deploy/k8s/dashboard.yaml"),
+        help="the dashboard's manifest the chart's dashboard template is made from",
+    )
+    chart.add_argument(
+        "-o", "--output", type=Path, default=Path("deploy/helm/costgate"), help="chart directory"
+    )
+    chart.set_defaults(func=cmd_helm_chart)
 
     check = sub.add_parser(
         "check-secrets",
@@ -86,6 +105,26 @@ def cmd_k8s_manifest(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def cmd_helm_chart(args: argparse.Namespace) -> int:
+    from gateway.devtools.helm_chart import ChartError, chart_files, write_chart
+
+    cfg, path = load_for_command(args.config)
+    try:
+        files = chart_files(
+            cfg,
+            Path(path).read_text(),
+            args.dashboard_manifest.read_text(),
+            config_source=_shown(Path(path)),
+            dashboard_source=_shown(args.dashboard_manifest),
+        )
+    except (ChartError, OSError) as err:
+        print(f"costgate helm-chart: {err}", file=sys.stderr)
+        return 1
+    write_chart(files, args.output)
+    print(f"wrote {len(files)} files under {args.output}", file=sys.stderr)
     return 0
 
 

@@ -7,7 +7,8 @@
 
 `set` goes through `gateway.control.routing_update`, the same path as the dashboard's editor:
 validated before anything is sent, rolled out in place, confirmed on every replica,
-audited in the ledger.
+audited in the ledger. With `routing.target: kuberay` in the config both commands work on
+the RayService through the Kubernetes API instead (docs/kuberay.md).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def _percentages(weights: dict[str, Any]) -> dict[str, float]:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from gateway.control.declarative import RoutingUpdateError
-    from gateway.control.routing_update import read_live_routing
+    from gateway.control.routing_update import read_live_routing, uses_kuberay
 
     cfg, dashboard, app = _context(args)
     try:
@@ -92,7 +93,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(s.model_dump(mode="json"), indent=2))
         return 0
     print(f"app {app} · deployment {live.ingress} · routing version {s.version}")
-    print(f"replicas (PIDs): {', '.join(map(str, live.pids)) or 'none running'}")
+    try:
+        kuberay = uses_kuberay(cfg)
+    except RoutingUpdateError:
+        kuberay = False
+    if kuberay:
+        # a RayService's spec names no processes: its status and the replicas do
+        import os
+
+        from gateway.domain.routing_target import effective_target
+
+        k = effective_target(cfg.routing, os.environ).kuberay
+        print(f"from the RayService {k.namespace or '(default namespace)'}/{k.rayservice}")
+    else:
+        print(f"replicas (PIDs): {', '.join(map(str, live.pids)) or 'none running'}")
     for alias in cfg.aliases:
         weights = s.weights_for(alias, cfg)
         shares = _percentages(weights)
@@ -155,7 +169,11 @@ def cmd_set(args: argparse.Namespace) -> int:
     for model in dict.fromkeys([*before, *after]):
         old, new = before.get(model, "-"), after.get(model, "-")
         print(f"  {model:<28} {str(old):>8} → {new}")
-    how = "in place, same PIDs" if result.in_place else "replicas were replaced"
+    if not result.pids_before:
+        # KubeRay: the RayService names no PIDs before the change
+        how = "confirmed by each replica" if result.pids_after else "as KubeRay reports"
+    else:
+        how = "in place, same PIDs" if result.in_place else "replicas were replaced"
     print(
         f"live on {len(result.pids_after)} replicas ({how}) {result.elapsed_s:.2f} s after "
         f"the update was sent; audit #{result.audit_id}"

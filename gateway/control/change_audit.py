@@ -6,7 +6,8 @@ before anything is sent, and the row settled by how far the change got. Kept apa
 the REST calls so that the rules for which outcome a failure means live in one place:
 
 - stopped before the PUT (a conflict, a failed re-read): `failed`, nothing was sent;
-- the PUT refused by Serve (an HTTP status): `failed`;
+- the PUT refused by Serve, or the RayService patch by the Kubernetes API (an HTTP
+  status, or its compare-and-swap `test` failing): `failed`;
 - the PUT without an answer: `timed_out` (Serve may have taken it);
 - Serve reports the deployment failed on the new config: `failed`;
 - anything else that stops the rollout wait (its deadline, the dashboard gone, Ctrl-C):
@@ -31,6 +32,7 @@ from db.routing_audit import (
     routing_change_lock,
 )
 from gateway.control.declarative import RolloutFailed, RoutingUpdateError
+from gateway.control.kube_api import KubeApiError
 from gateway.control.serve_admin import ServeAdminError
 from gateway.domain.routing_settings import RoutingSettings
 
@@ -150,7 +152,11 @@ def settled_on_failure(audit: RoutingAudit, audit_id: int) -> Iterator[Progress]
     try:
         yield progress
     except BaseException as err:
-        refused = isinstance(err, ServeAdminError) and err.status_code is not None
+        # an HTTP status means the server answered no (Serve's PUT, the Kubernetes
+        # API's patch); a conflict means our write did not land
+        refused = (
+            isinstance(err, ServeAdminError | KubeApiError) and err.status_code is not None
+        ) or isinstance(err, RoutingConflict)
         if progress.phase == "check" or isinstance(err, RolloutFailed):
             status = FAILED
         elif progress.phase == "put":

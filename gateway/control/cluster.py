@@ -174,12 +174,13 @@ def _ensure_token_file(path: Path) -> None:
 
 def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
     r = cfg.gateway.ray
+    loopback = environment().ray_node_ip in ("127.0.0.1", "localhost")
     paths.state_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
         str(Path(sys.executable).with_name("ray")),
         "start",
         "--head",
-        "--node-ip-address=127.0.0.1",
+        f"--node-ip-address={environment().ray_node_ip}",
         f"--port={r.head_port}",
         f"--dashboard-host={environment().ray_dashboard_host or r.dashboard_host}",
         f"--dashboard-port={r.dashboard_port}",
@@ -198,10 +199,10 @@ def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
     env = {
         **env,
         CLUSTER_MARKER_ENV: str(paths.temp_dir),
-        # A one-node cluster on loopback: without this Ray resolves 127.0.0.1 to the
-        # host's outward address and binds its services there (multi-node Ray is
-        # KubeRay's job, see docs/deploy.md).
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        # Without this Ray resolves 127.0.0.1 to the host's outward address and binds
+        # its services there; other machines join a head on COSTGATE_RAY_NODE_IP
+        # (`costgate join`, docs/deploy.md), which then needs Ray's resolution.
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0" if loopback else "1",
         # Ray starts workers at nice 15; the replicas are the request path and must not
         # yield the CPU to a database or a batch job on the same machine
         "RAY_worker_niceness": "0",
@@ -366,7 +367,15 @@ def cluster_processes(temp_dir: Path) -> list[psutil.Process]:
 
 def stop_head(paths: ClusterPaths, grace_s: float = 10.0) -> int:
     """Stop the Ray processes of our head only; return how many were running."""
-    procs = cluster_processes(paths.temp_dir)
+    n = stop_processes(paths.temp_dir, grace_s)
+    paths.record.unlink(missing_ok=True)
+    shutil.rmtree(paths.haproxy_dir, ignore_errors=True)
+    return n
+
+
+def stop_processes(temp_dir: Path, grace_s: float = 10.0) -> int:
+    """SIGTERM, then SIGKILL after `grace_s`, to every process under one node's temp dir."""
+    procs = cluster_processes(temp_dir)
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.send_signal(signal.SIGTERM)
@@ -375,8 +384,6 @@ def stop_head(paths: ClusterPaths, grace_s: float = 10.0) -> int:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     psutil.wait_procs(alive, timeout=5)
-    paths.record.unlink(missing_ok=True)
-    shutil.rmtree(paths.haproxy_dir, ignore_errors=True)
     return len(procs)
 
 

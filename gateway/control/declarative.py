@@ -208,17 +208,10 @@ def next_version(
 # --- KubeRay: the same change on a RayService's serveConfigV2 ---------------------------
 
 
-def serve_config_change(
-    serve_config: Mapping[str, Any],
-    app_name: str,
-    change: Callable[[RoutingSettings, Config], RoutingSettings],
-    cfg: Config,
-) -> tuple[dict[str, Any], RoutingSettings, RoutingSettings]:
-    """Apply `change` to a declarative Serve config (a RayService's `serveConfigV2`).
-
-    Returns (new config, settings before, settings after). The deployment that holds
-    the routing settings is the one whose `user_config` has a `routing` key.
-    """
+def serve_config_live(serve_config: Mapping[str, Any], app_name: str, cfg: Config) -> LiveRouting:
+    """The routing settings in a declarative Serve config (a RayService's
+    `serveConfigV2`): held by the one deployment whose `user_config` has `routing`.
+    A config names no processes, so `pids` is empty."""
     apps = [a for a in serve_config.get("applications") or [] if a.get("name") == app_name]
     if not apps:
         raise RoutingUpdateError(f"application {app_name!r} is not in the Serve config")
@@ -234,12 +227,82 @@ def serve_config_change(
         )
     deployment = holding[0]
     try:
-        before = parse_routing(deployment["user_config"], cfg)
+        settings = parse_routing(deployment["user_config"], cfg)
     except RoutingError as err:
         raise RoutingUpdateError(f"the current routing settings do not validate: {err}") from None
-    after = next_version(change(before, cfg), before, cfg)
-    user_config = {**deployment["user_config"], **after.to_user_config()}
-    return with_user_config(serve_config, app_name, deployment["name"], user_config), before, after
+    return LiveRouting(
+        settings=settings,
+        app_name=app_name,
+        ingress=str(deployment["name"]),
+        user_config=copy.deepcopy(deployment["user_config"]),
+        pids=(),
+        declarative=copy.deepcopy(dict(serve_config)),
+        cfg=cfg,
+    )
+
+
+def configured_replicas(serve_config: Mapping[str, Any], app_name: str, deployment: str) -> int:
+    """How many replicas a declarative config asks of a deployment (the autoscaler's
+    floor when it scales): how many must confirm a change when no PIDs are known."""
+    for app in serve_config.get("applications") or []:
+        if app.get("name") != app_name:
+            continue
+        for d in app.get("deployments") or []:
+            if d.get("name") != deployment:
+                continue
+            auto = d.get("autoscaling_config")
+            if isinstance(auto, dict):
+                return max(1, int(auto.get("min_replicas") or 1))
+            if isinstance(d.get("num_replicas"), int):
+                return max(1, int(d["num_replicas"]))
+    return 1
+
+
+def serve_config_change(
+    serve_config: Mapping[str, Any],
+    app_name: str,
+    change: Callable[[RoutingSettings, Config], RoutingSettings],
+    cfg: Config,
+) -> tuple[dict[str, Any], RoutingSettings, RoutingSettings]:
+    """Apply `change` to a declarative Serve config (a RayService's `serveConfigV2`).
+
+    Returns (new config, settings before, settings after).
+    """
+    live = serve_config_live(serve_config, app_name, cfg)
+    after = next_version(change(live.settings, cfg), live.settings, cfg)
+    user_config = {**(live.user_config or {}), **after.to_user_config()}
+    new = with_user_config(serve_config, app_name, live.ingress, user_config)
+    return new, live.settings, after
+
+
+def rayservice_rollout_state(
+    rayservice: Mapping[str, Any], generation: int, app_name: str, ingress: str
+) -> tuple[bool, str]:
+    """(done, what we are waiting for): KubeRay has reconciled the RayService's
+    `generation` (the patch's) and reports the ingress deployment HEALTHY on it.
+
+    KubeRay sets `status.observedGeneration` at the end of a reconcile, after it has
+    submitted a changed `serveConfigV2` to the cluster; the application statuses it copies
+    from Serve in the same pass may still predate Serve's UPDATING, which is why the
+    replicas' own reports (`replica_confirm`) are the confirmation when the gateway's URL
+    is known.
+    """
+    status = rayservice.get("status") or {}
+    observed = status.get("observedGeneration") or 0
+    if observed < generation:
+        return False, f"KubeRay has reconciled generation {observed}, not yet {generation}"
+    apps = (status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
+    app = apps.get(app_name)
+    if app is None:
+        return False, f"KubeRay reports no application {app_name!r} yet"
+    d = (app.get("serveDeploymentStatuses") or {}).get(ingress) or {}
+    for what, state in (("application", app.get("status")), ("deployment", d.get("status"))):
+        if state in ("DEPLOY_FAILED", "UNHEALTHY"):
+            message = str(d.get("message") or app.get("message") or "")[:500]
+            raise RolloutFailed(f"KubeRay reports the {what} {state} after the change: {message}")
+    if app.get("status") != "RUNNING" or d.get("status") != "HEALTHY":
+        return False, f"application {app.get('status')}, deployment {d.get('status')}"
+    return True, "KubeRay reports it healthy on the new generation"
 
 
 def rayservice_json_patch(old_text: str, new_config: Mapping[str, Any]) -> list[dict[str, Any]]:

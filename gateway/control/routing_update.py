@@ -20,23 +20,21 @@ Ray Serve reconfigures replicas in place (same processes, new `user_config` thro
 
 Steps 2 and 3 are pure, in `gateway.control.declarative`; this module makes the calls,
 polls and audits, so that every change, from the CLI or the dashboard, is sent,
-confirmed and recorded the same way. On KubeRay the same change is a patch of the
-RayService's `serveConfigV2`: see docs/kuberay.md.
+confirmed and recorded the same way. With `routing.target: kuberay` the same change is
+a compare-and-swap patch of the RayService's `serveConfigV2` through the Kubernetes API
+(`gateway.control.kuberay_routing`, docs/kuberay.md), so the operator keeps it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
-import httpx
-
-from gateway.control import change_audit
+from gateway.control import change_audit, kuberay_routing
 from gateway.control.change_audit import RoutingConflict
 from gateway.control.declarative import (
     LiveRouting,
@@ -48,25 +46,12 @@ from gateway.control.declarative import (
     rollout_state,
     with_user_config,
 )
+from gateway.control.replica_confirm import RoutingChangeResult
+from gateway.control.replica_confirm import wait_replicas_report as _wait_replicas_report
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
-from gateway.domain.config import Config
+from gateway.domain.config import Config, ConfigError, default_config_path, load_config
 from gateway.domain.routing_settings import RoutingSettings, check_weights
-
-GATEWAY_ROUTING_PATH = "/costgate/routing"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RoutingChangeResult:
-    before: RoutingSettings
-    after: RoutingSettings
-    audit_id: int | None
-    pids_before: tuple[int, ...]  # the ingress replicas' processes before the change
-    pids_after: tuple[int, ...]  # ... and after: the same set when it was done in place
-    elapsed_s: float  # from the PUT to every replica confirmed
-
-    @property
-    def in_place(self) -> bool:
-        return set(self.pids_before) == set(self.pids_after)
+from gateway.domain.routing_target import KubeRayTarget, effective_target
 
 
 def read_routing(
@@ -88,6 +73,9 @@ def read_live_routing(
     admin: ServeAdmin | None = None,
 ) -> LiveRouting:
     """What runs now and where it lives: `costgate routing show` prints it."""
+    kuberay = _kuberay(cfg)
+    if kuberay is not None:
+        return kuberay_routing.read_live(kuberay[0], app_name, kuberay[1])
     with _serve(dashboard_url, admin) as serve:
         return live_routing(serve.instance(), app_name, cfg)
 
@@ -169,7 +157,24 @@ def apply_routing_settings(
       the new config too; a PUT that got no answer, or a rollout not confirmed in
       `timeout_s` (or cut short), makes it `timed_out`: sent, outcome unknown;
     - confirmed on every replica: `applied`.
+
+    With `routing.target: kuberay` the same change patches the RayService instead
+    (`gateway.control.kuberay_routing`), with the same validation, audit and outcomes.
     """
+    kuberay = _kuberay(cfg)
+    if kuberay is not None:
+        return kuberay_routing.apply_settings(
+            kuberay[0],
+            app_name,
+            change,
+            cfg=kuberay[1],
+            actor=actor,
+            note=note,
+            database_url=database_url,
+            audit_alias=audit_alias,
+            gateway_url=gateway_url,
+            timeout_s=timeout_s,
+        )
     with _serve(dashboard_url, admin) as serve:
         live = live_routing(serve.instance(), app_name, cfg)
         proposed = change(live.settings, live.cfg)
@@ -213,6 +218,27 @@ def apply_routing_settings(
         )
 
 
+def uses_kuberay(cfg: Config | None) -> bool:
+    """Whether a change goes to a KubeRay RayService (config or environment say so)."""
+    return _kuberay(cfg) is not None
+
+
+def _kuberay(cfg: Config | None) -> tuple[KubeRayTarget, Config] | None:
+    """The KubeRay target when the config (or the environment) picks it, else None."""
+    if cfg is None:
+        if os.environ.get("COSTGATE_ROUTING_TARGET") != "kuberay":
+            return None
+        try:
+            cfg = load_config(default_config_path())
+        except ConfigError as err:
+            raise RoutingUpdateError(f"cannot load the gateway's configuration: {err}") from None
+    try:
+        target = effective_target(cfg.routing, os.environ)
+    except ValueError as err:
+        raise RoutingUpdateError(str(err)) from None
+    return (target.kuberay, cfg) if target.target == "kuberay" else None
+
+
 @contextlib.contextmanager
 def _serve(dashboard_url: str, admin: ServeAdmin | None) -> Iterator[ServeAdmin]:
     """`admin`, or a client of our own closed afterwards; a failed call as our error."""
@@ -254,58 +280,4 @@ def _wait_rolled_out(
     raise RoutingUpdateError(
         f"the change was sent, but not every replica confirmed it within {timeout_s:.0f} s "
         f"(last seen: {waiting})"
-    )
-
-
-def _wait_replicas_report(
-    gateway_url: str, running: Callable[[], set[int]], version: int, deadline: float
-) -> set[int]:
-    """Ask the gateway until every running replica (by PID) has answered with `version` or
-    later; return their PIDs.
-
-    Serve's proxy spreads requests over replicas, so a few dozen requests reach all of
-    them; this confirms what the controller's status says from the replicas' own mouths.
-    The set of running replicas is read again every second: an autoscaler may add one
-    (it starts on the new config) or take one away (it would never answer).
-    The endpoint wants an admin key: COSTGATE_ADMIN_KEY, else the one `costgate up` keeps
-    under the state dir.
-    """
-    from gateway.domain.environment import environment
-
-    env = environment()
-    admin_key = env.control_admin_key()
-    headers = {"authorization": f"Bearer {admin_key}"} if admin_key else {}
-    confirmed: set[int] = set()
-    url = gateway_url.rstrip("/") + GATEWAY_ROUTING_PATH
-    pids = running()
-    refreshed = time.monotonic()
-    with httpx.Client(timeout=5.0, headers=headers) as client:
-        while time.monotonic() < deadline:
-            if time.monotonic() - refreshed >= 1.0:
-                pids, refreshed = running(), time.monotonic()
-            try:
-                resp = client.get(url)
-                body = resp.json() if resp.is_success else {}
-            except (httpx.HTTPError, json.JSONDecodeError):
-                body = {}
-            else:
-                if resp.status_code in (401, 403):
-                    # no key or not an admin one: waiting would not change the answer
-                    raise RoutingUpdateError(
-                        f"the change was applied, but {url} refused to confirm it "
-                        f"({resp.status_code}): it needs an admin gateway key in "
-                        f"COSTGATE_ADMIN_KEY or {env.admin_key_file} (`costgate up` writes one)"
-                    )
-            pid = body.get("pid")
-            seen = (body.get("routing") or {}).get("version")
-            if isinstance(pid, int) and isinstance(seen, int) and seen >= version:
-                confirmed.add(pid)
-                if pids <= confirmed:
-                    return pids
-            else:
-                time.sleep(0.05)
-    missing = sorted(pids - confirmed)
-    raise RoutingUpdateError(
-        f"the change was applied, but replicas with PIDs {missing} did not report "
-        f"routing version {version} at {url} in time"
     )

@@ -21,6 +21,8 @@ from gateway.domain.environment import environment
 APPLICATIONS_PATH = "/api/serve/applications/"
 VERSION_PATH = "/api/version"
 AUTH_MODE_PATH = "/api/authentication_mode"
+# Ray's state API: every node the GCS knows, dead ones included (until it forgets them)
+NODES_PATH = "/api/v0/nodes"
 _REDACTED = "[token]"
 
 
@@ -134,6 +136,26 @@ class ServeAdmin:
                 body=self._redact(resp.text),
             )
         return body
+
+    def nodes(self, *, timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """The cluster's nodes as Ray's state API lists them (`node_id`, `node_ip`,
+        `state`: ALIVE or DEAD, `is_head_node`, ...)."""
+        resp = self._send(
+            "GET",
+            f"{NODES_PATH}?limit=1000&detail=true",
+            timeout_s,
+            doing="listing the Ray nodes",
+            unreachable=f"cannot reach the Ray dashboard at {self._client.base_url}",
+        )
+        try:
+            rows = resp.json()["data"]["result"]["result"]
+        except (ValueError, KeyError, TypeError):
+            raise ServeAdminError(
+                "listing the Ray nodes: the Ray dashboard answered in an unknown shape",
+                status_code=resp.status_code,
+                body=self._redact(resp.text[:500]),
+            ) from None
+        return [row for row in rows if isinstance(row, dict)]
 
     def put(self, config: dict[str, Any], *, timeout_s: float | None = None) -> None:
         """Deploy `config` declaratively; it replaces the whole config (left out = deleted)."""

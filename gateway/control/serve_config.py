@@ -60,6 +60,9 @@ def config_digest(cfg: Config) -> str:
     reconfigures the replicas in place.
     """
     data = cfg.model_dump(mode="json")
+    # where the control plane sends routing changes: no replica reads it, so switching
+    # it (or adding it to an older file) must not restart them
+    data.pop("routing", None)
     for alias in data["aliases"].values():
         alias.pop("candidates", None)
     for model in data["models"]:
@@ -78,7 +81,9 @@ def serve_config(
 ) -> dict[str, Any]:
     g = cfg.gateway
     return {
-        "proxy_location": "HeadOnly",
+        # an ingress on every node (`costgate join`): a load balancer points at all of
+        # them, and a node that is lost takes only its own connections with it
+        "proxy_location": "EveryNode",
         "http_options": {
             "host": g.host,
             "port": g.port,

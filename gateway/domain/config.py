@@ -27,6 +27,7 @@ from pydantic import (
 
 from gateway.domain.environment import environment, secret_from_env
 from gateway.domain.ray_options import RayOptions
+from gateway.domain.routing_target import RoutingTarget
 
 NonNegDecimal = Annotated[Decimal, Field(ge=0)]
 
@@ -232,6 +233,8 @@ class Config(_Strict):
     models: tuple[Model, ...]
     aliases: dict[str, Alias] = Field(default_factory=dict)
     cache: CacheOptions = CacheOptions()
+    # where `costgate routing set` and the dashboard send a live change (Serve or KubeRay)
+    routing: RoutingTarget = RoutingTarget()
     # behaviour of the upstream simulator; free-form here, validated by gateway.devtools.sim
     sim: dict[str, Any] = Field(default_factory=dict)
 

@@ -94,6 +94,9 @@ class Environment(BaseSettings):
     ray_dashboard_host: str | None = Field(
         default=None, validation_alias="COSTGATE_RAY_DASHBOARD_HOST"
     )
+    # the address `costgate up` starts Ray's head on: loopback keeps a one-machine cluster
+    # off the network; one that other machines reach lets them `costgate join`
+    ray_node_ip: str = Field(default="127.0.0.1", validation_alias="COSTGATE_RAY_NODE_IP")
     app_name: str | None = Field(default=None, validation_alias="COSTGATE_APP_NAME")
     metrics_app_label: bool = Field(default=True, validation_alias="COSTGATE_METRICS_APP_LABEL")
     # where `costgate alerts run` posts budget threshold webhooks (Slack's URL holds its

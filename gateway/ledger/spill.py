@@ -48,6 +48,10 @@ class Spiller:
         """Rows in an append that has not returned yet."""
         return len(self._job.records) if self._job is not None else 0
 
+    @property
+    def held_records(self) -> list[UsageRecord]:
+        return self._job.records if self._job is not None else []
+
     async def spill(self, buffer: collections.deque[UsageRecord]) -> None:
         """Append everything in `buffer` to the spool; on failure, back to its front."""
         records = list(buffer)

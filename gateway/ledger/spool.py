@@ -16,20 +16,19 @@ File format: append-only JSON lines, one `UsageRecord.to_json()` per line, UTF-8
   one JSON object each (source file, byte offset, reason, the line itself); and
   `usage-quarantine-file-<name>`: a whole file that could not be read. Never replayed.
 
-Every spool and replay file is held, for as long as its writer has a use for it, by an
-exclusive `flock` on a descriptor the writer keeps open. A file nobody holds is an orphan
-(its writer died, or was closed): the next writer to look locks it, claims it by an atomic
-rename to a replay name of its own, and replays it. Writers look at start and every
-ORPHAN_SCAN_INTERVAL_S.
+Every spool and replay file is held, while its writer has a use for it, by an exclusive
+`flock` on a descriptor the writer keeps open. A file nobody holds is an orphan (its
+writer died, or was closed): the next writer to look (at start, every
+ORPHAN_SCAN_INTERVAL_S, here and in `journal/`) claims it by an atomic rename to a replay
+name of its own, and replays it.
 
 A row counts as spooled once `append` returned: written, fsynced, and its file's name
 fsynced into the directory. After a failed append the file's tail is unknown, so the file
 takes no more appends, is cut back to its size before the failure (a full disk gets the
 space back) and is replayed only up to there.
 
-Replay reads a file in batches by byte offset, so a batch whose write failed is read again
-from the same place. Lines that are not records go to the quarantine file, counted; a
-file is deleted once read to its end.
+Replay reads a file in batches by byte offset (a failed batch is read again from there);
+lines that are not records are quarantined, counted; a file read to its end is deleted.
 
 Thread-safe: the writer runs the blocking calls in worker threads. Counters (`depth`,
 `adopted`, `quarantined`, `lost`, `writable`, `last_error`) may be read from any thread.
@@ -64,6 +63,7 @@ SPOOL_PREFIX = "usage-spool-"
 REPLAY_PREFIX = "usage-replay-"
 REJECTED_PREFIX = "usage-rejected-"
 QUARANTINE_PREFIX = "usage-quarantine-"
+JOURNAL_DIR = "journal"  # the writers' journals (gateway.ledger.journal): spool files
 
 ORPHAN_SCAN_INTERVAL_S = 30.0
 # files held for replay at once: each holds a descriptor (its lock)
@@ -377,7 +377,8 @@ class Spool:
 
     def _adopt_orphans(self) -> int:
         found = 0
-        for path in sorted(self.directory.glob("usage-*.jsonl")):
+        journals = sorted((self.directory / JOURNAL_DIR).glob(f"{SPOOL_PREFIX}*.jsonl"))
+        for path in sorted(self.directory.glob("usage-*.jsonl")) + journals:
             if not path.name.startswith((SPOOL_PREFIX, REPLAY_PREFIX)):
                 continue
             if len(self._replays) >= MAX_CLAIMED_FILES:

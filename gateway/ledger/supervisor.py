@@ -16,6 +16,7 @@ for longer than `stall_after_s`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -116,3 +117,12 @@ class Supervisor:
                 delay = self._retry_initial
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, self._retry_max)
+
+
+async def wait_event(event: asyncio.Event, timeout_s: float) -> None:
+    """Until `event` is set or `timeout_s` passed. Not asyncio.wait_for: in Python 3.11 it
+    can swallow a cancellation that arrives as its own timeout fires (gh-86296), and a
+    loop that ignores its cancellation never lets close() return."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()

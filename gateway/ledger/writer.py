@@ -1,8 +1,8 @@
 """The ledger's writer: usage records leave the request path here and reach PostgreSQL.
 
-`submit()` costs a request nothing: it appends to an in-memory buffer. Two supervised
-loops on the replica's event loop (`gateway.ledger.supervisor`: restarted with backoff
-after any exception, counted) do the rest:
+`submit()` appends to a buffer in memory and to the journal (`gateway.ledger.journal`:
+one write(2), so a killed process or node loses no answered row). Two supervised loops
+on the replica's event loop (`gateway.ledger.supervisor`) do the rest:
 
 - the database loop flushes the buffer every `flush_interval_s` or at `batch_size` rows,
   up to `max_batch` rows per transaction (`gateway.ledger.database`), then replays the
@@ -12,30 +12,28 @@ after any exception, counted) do the rest:
   `spool_after_s`, a flush interval by default, and than 4 times what writes of its size
   took lately: a hung server fails a write only after `write_timeout_s`), or memory is
   SPILL_FRACTION full. An outage so leaves about one flush interval of rows in memory,
-  not `max_buffer`. It also adopts the spool files of writers that died.
+  not `max_buffer`. It adopts dead writers' spool files, and tends the journal.
 
-At most `max_buffer` rows are held in memory (buffer, in flight, being spooled). A spool
-write that fails (disk full, I/O error) keeps its rows in memory, retried every
-interval; past the bound, new records are dropped, counted. `close()` flushes what the
+At most `max_buffer` rows are held in memory (buffer, in flight, being spooled). A failed
+spool write (disk full, I/O error) keeps its rows in memory, retried every interval;
+past the bound, new records are dropped, counted. `close()` flushes what the
 database takes within its timeout and spools the rest. Rows the database refuses for
 their content go to `usage-rejected-*.jsonl`, counted as dropped.
 
 Counters (`stats()`): queued, written (committed, replayed and already present ones
 included), spooled (durably appended), replayed, dropped (lost), quarantined (spool
 lines that were not records, set aside), flush_errors, spool_write_errors, restarts,
-adopted (lines taken over from other writers' files), buffer_depth (rows in memory),
-spool_depth (rows in spool files). When idle:
+adopted (lines of other writers' files), buffer_depth (rows in memory), spool_depth
+(rows in spool files), journaled, journal_errors. When idle:
 queued + adopted = written + dropped + quarantined + buffer_depth + spool_depth.
-`health()`: alive, ready and why not (`gateway.ledger.health`).
-
-Call `submit()` from the event loop thread the writer was started on.
+`health()`: alive, ready and why not (`gateway.ledger.health`). Call `submit()` from the
+event loop thread the writer was started on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import random
 import time
@@ -44,24 +42,16 @@ from pathlib import Path
 from gateway.domain.usage_record import UsageRecord
 from gateway.ledger.database import LedgerDatabase, TransientDbError
 from gateway.ledger.health import WriterHealth
+from gateway.ledger.journal import Journal
 from gateway.ledger.spill import Spiller
 from gateway.ledger.spool import Spool
-from gateway.ledger.supervisor import Supervisor
+from gateway.ledger.supervisor import Supervisor, wait_event
 
 log = logging.getLogger(__name__)
 
 # memory this full spills to disk even while the database keeps up, so that a burst is
 # spooled, not dropped at the bound
 SPILL_FRACTION = 0.75
-
-
-async def _wait(event: asyncio.Event, timeout_s: float) -> None:
-    """Until `event` is set or `timeout_s` passed. Not asyncio.wait_for: in Python 3.11 it
-    can swallow a cancellation that arrives as its own timeout fires (gh-86296), and a
-    loop that ignores its cancellation never lets close() return."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s):
-            await event.wait()
 
 
 class RecordWriter:
@@ -91,6 +81,7 @@ class RecordWriter:
         )
         self._spool = Spool(Path(spool_dir))
         self._spiller = Spiller(self._spool)
+        self._journal = Journal(Path(spool_dir))
         self._batch_size = batch_size
         self._interval = flush_interval_s
         self._max_buffer = max_buffer
@@ -141,6 +132,7 @@ class RecordWriter:
                     self._warned_at = time.monotonic()
                     log.warning("usage records dropped: %d rows held in memory", self._held())
                 return
+            self._journal.append(record)
             self._buffer.append(record)
             if len(self._buffer) >= self._batch_size and self._spool_wake is not None:
                 if self._database_ok:
@@ -154,6 +146,9 @@ class RecordWriter:
     def _held(self) -> int:
         return len(self._buffer) + len(self._inflight) + self._spiller.held
 
+    def _held_rows(self) -> list[UsageRecord]:
+        return [*self._buffer, *self._inflight, *self._spiller.held_records]
+
     def stats(self) -> dict[str, int]:
         return {
             **self._counts,
@@ -165,6 +160,8 @@ class RecordWriter:
             "adopted": self._spool.adopted,
             "buffer_depth": self._held(),
             "spool_depth": self._spool.depth,
+            "journaled": self._journal.appended,
+            "journal_errors": self._journal.errors,
         }
 
     def health(self) -> WriterHealth:
@@ -204,6 +201,7 @@ class RecordWriter:
         self._started = True
         self._wake, self._spool_wake = asyncio.Event(), asyncio.Event()
         await asyncio.to_thread(self._spool.open)
+        await asyncio.to_thread(self._journal.open)
 
         def closed() -> bool:
             return self._closing and time.monotonic() >= self._deadline
@@ -245,6 +243,8 @@ class RecordWriter:
             await self._db.close()  # a cancelled flush left it in an unknown state
             until = time.monotonic() + stranded_s
             self._counts["written"] += await self._spiller.rescue(leftovers, self._write, until)
+        # every row is committed, spooled or counted as dropped: the journal is done
+        await asyncio.to_thread(Journal.delete, self._journal.close_all())
         await asyncio.to_thread(self._spool.close)
         await self._db.close()
 
@@ -278,7 +278,7 @@ class RecordWriter:
         while True:
             self._loops.beat("database")
             if not self._closing and len(self._buffer) < self._batch_size:
-                await _wait(self._wake, self._interval)
+                await wait_event(self._wake, self._interval)
             self._wake.clear()
             ok = await self._drain()
             if ok and not self._closing:
@@ -293,7 +293,7 @@ class RecordWriter:
             self._spool_wake.set()  # the rows that failed go to disk now
             # jittered so replicas do not hammer a recovering server in step
             delay = min(backoff, max(0.0, self._deadline - time.monotonic()))
-            await _wait(self._wake, delay * random.uniform(0.5, 1.0))
+            await wait_event(self._wake, delay * random.uniform(0.5, 1.0))
             backoff = min(backoff * 2, self._retry_max)
 
     async def _drain(self) -> bool:
@@ -370,7 +370,7 @@ class RecordWriter:
             # twice per flush interval while the database fails: on a loaded machine the
             # loop wakes late and a spill takes an fsync, and a SIGKILL may cost only what
             # came in since the last spill (one interval at most, seen at 0.59 s otherwise)
-            await _wait(self._spool_wake, self._interval / (1 if self._database_ok else 2))
+            await wait_event(self._spool_wake, self._interval / (1 if self._database_ok else 2))
             self._spool_wake.clear()
             if self._buffer and self._should_spool():
                 await self._spiller.spill(self._buffer)
@@ -383,6 +383,7 @@ class RecordWriter:
                 await asyncio.to_thread(self._spool.probe)  # ready again once it works
             if not self._closing:
                 await asyncio.to_thread(self._spool.adopt_orphans_when_due)
+                await self._journal.tend(self._held_rows)
             self._loops.completed("spool")
 
     def _should_spool(self) -> bool:

@@ -133,12 +133,14 @@ FALLBACKS = MetricDef(
 BREAKER_STATE = MetricDef(
     "costgate_circuit_breaker_state", Kind.GAUGE,
     "Circuit breaker per upstream: 0 closed, 1 open, 2 half-open; the most severe state "
-    "over live replicas (open over half-open over closed).",
+    "over live replicas (open over half-open over closed). Breakers are per replica, not "
+    "shared: each opens on the failures it sees itself (costgate_circuit_breaker_replicas).",
     ("provider", "model"),
 )  # fmt: skip
 BREAKER_REPLICAS = MetricDef(
     "costgate_circuit_breaker_replicas", Kind.GAUGE,
-    "Live replicas whose breaker for this upstream is in this state.",
+    "Live replicas whose breaker for this upstream is in this state (each replica keeps "
+    "its own breakers, on every node).",
     ("provider", "model", "state"),
 )  # fmt: skip
 ROUTING_WEIGHT = MetricDef(
@@ -175,6 +177,11 @@ WRITER_SPOOL = MetricDef(
     "Usage rows waiting in spool files (adopted ones of dead replicas included), over live "
     "replicas.",
 )  # fmt: skip
+WRITER_ALIVE = MetricDef(
+    "costgate_record_writer_alive", Kind.GAUGE,
+    "Live replicas whose record writer runs (its loops beat); each replica has its own "
+    "writer and spool, so a value below the replica count names a sick one.",
+)  # fmt: skip
 WRITER_RESTARTS = MetricDef(
     "costgate_record_writer_restarts", Kind.COUNTER,
     "Times a record writer's loop failed with an unexpected error and was restarted.",
@@ -187,6 +194,11 @@ WRITER_QUARANTINED = MetricDef(
 WRITER_SPOOL_ERRORS = MetricDef(
     "costgate_record_writer_spool_write_errors", Kind.COUNTER,
     "Spool writes that failed (disk full, I/O error); their rows stayed in memory.",
+)  # fmt: skip
+WRITER_JOURNAL_ERRORS = MetricDef(
+    "costgate_record_writer_journal_errors", Kind.COUNTER,
+    "Journal writes that failed; that replica's journal stopped, so a kill of it may lose "
+    "the rows of answered requests it still held in memory.",
 )  # fmt: skip
 REPORTING_REPLICAS = MetricDef(
     "costgate_metrics_reporting_replicas", Kind.GAUGE,
@@ -227,7 +239,8 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     SAVINGS_USD, NEGATIVE_SAVINGS_USD, UNPRICED_REQUESTS, REQUEST_DURATION, TTFT,
     UPSTREAM_ATTEMPTS, RETRIES, FALLBACKS, BREAKER_STATE, BREAKER_REPLICAS, ROUTING_WEIGHT,
     IN_FLIGHT, WRITER_QUEUED, WRITER_WRITTEN, WRITER_SPOOLED, WRITER_DROPPED, WRITER_BUFFER,
-    WRITER_SPOOL, WRITER_RESTARTS, WRITER_QUARANTINED, WRITER_SPOOL_ERRORS, REPORTING_REPLICAS,
+    WRITER_SPOOL, WRITER_ALIVE, WRITER_RESTARTS, WRITER_QUARANTINED, WRITER_SPOOL_ERRORS,
+    WRITER_JOURNAL_ERRORS, REPORTING_REPLICAS,
     CACHE_LOOKUPS, CACHE_BYPASSES, CACHE_SKIPS, CACHE_STORED, CACHE_BYTES, CACHE_HELD_BYTES,
 )  # fmt: skip
 METRICS_BY_NAME: dict[str, MetricDef] = {m.name: m for m in ALL_METRICS}
@@ -243,7 +256,11 @@ WRITER_STAT_METRICS: dict[str, MetricDef] = {
     "restarts": WRITER_RESTARTS,
     "quarantined": WRITER_QUARANTINED,
     "spool_write_errors": WRITER_SPOOL_ERRORS,
+    "journal_errors": WRITER_JOURNAL_ERRORS,
 }
+
+# what the ingress adds from the writer's health() to its stats() for set_writer_stats()
+WRITER_HEALTH_METRICS: dict[str, MetricDef] = {"alive": WRITER_ALIVE}
 
 # set_cache_stats() keys (gateway.replica.cache.gate's counts) -> the series each feeds
 CACHE_STAT_SERIES: dict[str, tuple[MetricDef, tuple[str, ...]]] = {

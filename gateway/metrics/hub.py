@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gateway.metrics.catalog import WRITER_HEALTH_METRICS, WRITER_STAT_METRICS, Kind
 from gateway.metrics.exposition import render_totals
 from gateway.metrics.snapshot import Snapshot, Totals, merge_totals
 
@@ -85,6 +86,24 @@ class HubState:
         now = self._clock()
         return {src: now - seen for src, (_, seen) in self._latest.items()}
 
+    def ledgers(self) -> dict[str, dict[str, float]]:
+        """Each live replica's record writer, as its latest snapshot has it: keyed by the
+        replica's id (Serve's replica id), for `costgate status`."""
+        now = self._clock()
+        out: dict[str, dict[str, float]] = {}
+        for source, (snap, seen) in self._latest.items():
+            if now - seen > self._stale_after_s:
+                continue
+            row: dict[str, float] = {"age_s": round(now - seen, 1)}
+            for key, metric in {**WRITER_STAT_METRICS, **WRITER_HEALTH_METRICS}.items():
+                values = (snap.gauges if metric.kind is Kind.GAUGE else snap.counters).get(
+                    metric.name
+                )
+                if values and () in values:
+                    row[key] = float(values[()])
+            out[source.split("/", 1)[0]] = row
+        return out
+
 
 class MetricsHub:
     """The actor's body: calls run one at a time (a sync actor), so no locking."""
@@ -103,6 +122,9 @@ class MetricsHub:
 
     def sources(self) -> dict[str, float]:
         return self._state.sources()
+
+    def ledgers(self) -> dict[str, dict[str, float]]:
+        return self._state.ledgers()
 
 
 @functools.cache

@@ -54,6 +54,7 @@ from gateway.metrics.catalog import (
     TTFT,
     UNPRICED_REQUESTS,
     UPSTREAM_ATTEMPTS,
+    WRITER_HEALTH_METRICS,
     WRITER_STAT_METRICS,
     Kind,
     MetricDef,
@@ -115,6 +116,12 @@ class RayHubClient:
         out = await self._call("render")
         if not isinstance(out, bytes):
             raise TypeError(f"the metrics hub rendered {type(out).__name__}, not bytes")
+        return out
+
+    async def ledgers(self) -> dict[str, dict[str, float]]:
+        out = await self._call("ledgers")
+        if not isinstance(out, dict):
+            raise TypeError(f"the metrics hub answered {type(out).__name__}, not a dict")
         return out
 
 
@@ -264,7 +271,7 @@ class ReplicaMetrics:
 
     def set_writer_stats(self, stats: dict[str, int]) -> None:
         for key, value in stats.items():
-            metric = WRITER_STAT_METRICS.get(key)
+            metric = WRITER_STAT_METRICS.get(key) or WRITER_HEALTH_METRICS.get(key)
             if metric is None:
                 continue  # a stat the catalog does not export (yet)
             if metric.kind is Kind.COUNTER:
@@ -335,3 +342,9 @@ async def render_metrics(app_name: str, hub: HubClient | None = None) -> bytes:
     if hub is None:
         hub = _render_clients.setdefault(app_name, RayHubClient(app_name))
     return await hub.render()
+
+
+async def replica_ledgers(app_name: str) -> dict[str, dict[str, float]]:
+    """Each live replica's record writer as the hub last heard of it (`costgate status`)."""
+    client = _render_clients.setdefault(app_name, RayHubClient(app_name))
+    return await client.ledgers()

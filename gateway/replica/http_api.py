@@ -4,7 +4,8 @@ Built around a `GatewayService` so that the Serve ingress and a plain uvicorn se
 (tests, the overhead baseline) serve exactly the same app.
 
 Who may call what: `/v1/*` takes the same keys as chat completions (and lists only the
-models a scoped key may use); `/costgate/routing` wants an admin key; `/metrics` wants
+models a scoped key may use); `/costgate/routing` and
+`/costgate/replicas` want an admin key; `/metrics` wants
 the bearer token named by `gateway.metrics_token_env` when one is configured;
 `/healthz` and `/readyz` are open and say nothing about the process.
 """
@@ -30,6 +31,8 @@ from gateway.replica.service import GatewayService, json_error
 
 log = logging.getLogger("costgate.http")
 MetricsRenderer = Callable[[], Awaitable[tuple[bytes, str]]]
+# every live replica's record writer (buffer, spool, alive), by Serve replica id
+LedgerReport = Callable[[], Awaitable[dict[str, dict[str, float]]]]
 
 
 def _visible(service: GatewayService, caller: Caller) -> list[dict[str, Any]]:
@@ -43,6 +46,7 @@ def build_app(
     service: GatewayService,
     *,
     render_metrics: MetricsRenderer | None = None,
+    replica_ledgers: LedgerReport | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="costgate",
@@ -131,6 +135,21 @@ def build_app(
         return JSONResponse(
             {"pid": os.getpid(), "routing": service.routing.model_dump(mode="json")}
         )
+
+    if replica_ledgers is not None:
+        report = replica_ledgers
+
+        @app.get("/costgate/replicas")
+        async def replicas(request: Request) -> JSONResponse:
+            """Each live replica's ledger writer (`costgate status`): admin key only."""
+            await service.keys.identify_admin(request.headers.get("authorization"))
+            try:
+                ledgers = await report()
+            except Exception as err:  # noqa: BLE001 - the hub is away: say so, briefly
+                raise OpenAIError(
+                    503, f"metrics hub unavailable ({type(err).__name__})", code="metrics"
+                ) from None
+            return JSONResponse({"replicas": ledgers})
 
     if render_metrics is not None:
         renderer = render_metrics

@@ -34,6 +34,8 @@ KEYS_FIRST_LOAD_TIMEOUT_S = 20.0
 # the longest the ledger's last flush may take at shutdown; rows it cannot write in time
 # are spooled, and the next replica replays them
 LEDGER_CLOSE_TIMEOUT_S = 10.0
+# how often a replica without a shared quota store asks the controller how many run
+LIVE_COUNT_EVERY_S = 10.0
 
 
 class _MetricsHooks(AttemptHooks):
@@ -64,7 +66,7 @@ class Gateway:
         self, config_path: str, database_url: str | None, state_dir: str
     ) -> None:
         from gateway.ledger.writer import RecordWriter
-        from gateway.metrics.replica import ReplicaMetrics, render_metrics
+        from gateway.metrics.replica import ReplicaMetrics, render_metrics, replica_ledgers
         from gateway.replica import serve_headers
 
         serve_headers.install()
@@ -116,17 +118,38 @@ class Gateway:
                     503, f"metrics hub unavailable ({type(err).__name__})", code="metrics"
                 ) from None
 
-        self._app = build_app(self.service, render_metrics=render)
+        self._app = build_app(
+            self.service, render_metrics=render, replica_ledgers=lambda: replica_ledgers(app_name)
+        )
+        self._count_task: asyncio.Task[None] | None = None
+        if self.quota_syncer is None and context is not None:
+            # caps split per replica: by the replicas that run now, as the controller
+            # counts them (autoscaling moves it), never by the configured minimum
+            self._count_task = asyncio.get_running_loop().create_task(
+                self._follow_replica_count(app_name, context.deployment)
+            )
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         # Serve calls this right after __init__: the app's routes close over this
         # replica's service, which a module-level app could not do
         return self._app
 
+    async def _follow_replica_count(self, app_name: str, deployment: str) -> None:
+        while True:  # cancelled at shutdown; a controller call every 10 s, never per request
+            try:
+                status = await asyncio.to_thread(serve.status)
+                states = status.applications[app_name].deployments[deployment].replica_states
+                running = sum(n for state, n in states.items() if state == "RUNNING")
+                self.service.set_live_replicas(running)
+            except Exception as err:  # noqa: BLE001 - keep the last count; try again
+                log.debug("live replica count unavailable: %r", err)
+            await asyncio.sleep(LIVE_COUNT_EVERY_S)
+
     async def _copy_writer_stats(self) -> None:
         while True:  # cancelled at shutdown
             if self.writer is not None:
-                self.metrics.set_writer_stats(self.writer.stats())
+                alive = int(self.writer.health().alive)
+                self.metrics.set_writer_stats({**self.writer.stats(), "alive": alive})
             self.metrics.set_cache_stats(self.service.cache.stats())
             await asyncio.sleep(1.0)
 
@@ -212,9 +235,10 @@ class Gateway:
             await _shutdown_step(
                 "ledger writer", writer.close(timeout_s=close_s, stranded_s=stranded_s)
             )
-        stats_task = getattr(self, "_stats_task", None)
-        if stats_task is not None:
-            stats_task.cancel()
+        for name in ("_stats_task", "_count_task"):
+            task = getattr(self, name, None)
+            if task is not None:
+                task.cancel()
         metrics = getattr(self, "metrics", None)
         if metrics is not None:
             if writer is not None:

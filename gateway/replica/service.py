@@ -95,6 +95,7 @@ class GatewayService:
         )
         self.breakers = BreakerBoard(self.routing.breaker)
         self.latency = LatencyTracker()
+        self.live_replicas: int | None = None
         # budgets and rate limits: local until `use_quota_store` shares them (a database)
         self.quota = QuotaGuard(shared=False)
         self.limits = self.quota.model_limits
@@ -117,9 +118,16 @@ class GatewayService:
         return self.quota_syncer
 
     def _replicas(self) -> int:
-        """Without a shared store, each replica enforces its share of a model's cap."""
+        """Without a shared store each replica enforces its share of a model's cap: split by
+        the replicas that run (as the controller counts them), until known by the most."""
         g = self.cfg.gateway
-        return g.autoscaling.min_replicas if g.autoscaling else g.num_replicas
+        most = g.autoscaling.max_replicas if g.autoscaling else g.num_replicas
+        return self.live_replicas or most
+
+    def set_live_replicas(self, count: int) -> None:
+        if count > 0 and count != self.live_replicas:  # caps split anew
+            self.live_replicas = count
+            self.limits.update_caps(self.routing.caps, replicas=count)
 
     # -- live configuration -------------------------------------------------------------
 

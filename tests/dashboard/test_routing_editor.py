@@ -7,6 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pandas as pd
 import pytest
+import yaml
 
 from dashboard.access.guard import PermissionDenied
 from dashboard.access.sessions import SessionStore, SessionUser
@@ -19,9 +20,14 @@ from dashboard.routing_editor import (
     weights_frame,
 )
 from dashboard.settings import DashboardSettings
+from db.routing_audit import list_routing_changes
 from gateway.control.declarative import RoutingUpdateError
 from gateway.domain.config import default_config_path, load_config
 from gateway.domain.routing_settings import RoutingError, routing_from_config
+from tests.fixtures.kube_api_server import FakeKubeApi
+from tests.gateway.conftest import plain_gateway  # noqa: F401 - the replica below
+from tests.gateway.control import test_kuberay_routing as kuberay_case
+from tests.gateway.control.test_kuberay_routing import replica  # noqa: F401 - a fixture
 
 CFG = load_config(default_config_path())
 SETTINGS = routing_from_config(CFG)
@@ -193,3 +199,56 @@ def test_an_ops_users_apply_goes_through_to_the_cluster(serve_api, people):
     with pytest.raises(RoutingUpdateError):  # the stand-in answers 503 to everything
         apply_change(signed_in("olga"), CHANGE, "", settings_for(url), users=users, store=store)
     assert seen and seen[0].startswith("GET /api/serve/")
+
+
+# -- on KubeRay: the editor's apply patches the RayService (routing.target: kuberay) ----
+
+
+@pytest.fixture
+def kuberay_api() -> Iterator[FakeKubeApi]:
+    fake = FakeKubeApi({kuberay_case.TOKEN}).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.mark.usefixtures("clean_ledger")
+def test_an_ops_users_apply_on_kuberay_patches_the_rayservice_and_is_confirmed(
+    kuberay_api,
+    people,
+    replica,  # noqa: F811 - the fixture imported above
+    database_url,
+    tmp_path,
+):
+    """The dashboard's whole path: the signed-in ops user, the patch through the
+    Kubernetes API, KubeRay's reconcile reconfiguring the (real) replica, the replica's
+    own report of the new version, and the audit row naming the user."""
+    users, store, signed_in = people
+    cfg = replica.service.cfg
+    kuberay_api.put(kuberay_case.manifest(cfg, replicas=1))
+    kuberay_api.on_reconcile = lambda sc: replica.service.apply_user_config(
+        sc["applications"][0]["deployments"][0]["user_config"]
+    )
+    token = tmp_path / "token"
+    token.write_text(kuberay_case.TOKEN)
+    settings = DashboardSettings(
+        database_url=database_url,
+        config=kuberay_case.on_kuberay(cfg, kuberay_api, token),
+        ray_dashboard_url="http://127.0.0.1:1",  # never asked on this target
+        app_name=cfg.gateway.app_name,
+        gateway_url=replica.base_url,
+        refresh_s=30,
+    )
+    candidates = sorted(cfg.aliases["auto"].candidates)
+    after = {m: Decimal(100 if m == candidates[0] else 0) for m in candidates}
+    change = PendingChange(alias="auto", before={}, after=after)
+    result = apply_change(
+        signed_in("olga"), change, "from the editor", settings, users=users, store=store
+    )
+    assert result.after.version == 2 and replica.service.routing.version == 2
+    assert replica.service.routing.aliases["auto"] == after
+    patched = kuberay_api.get(kuberay_case.NAMESPACE, "costgate")
+    sc = yaml.safe_load(patched["spec"]["serveConfigV2"])
+    weights = sc["applications"][0]["deployments"][0]["user_config"]["routing"]["aliases"]["auto"]
+    assert {m: Decimal(str(w)) for m, w in weights.items()} == after
+    (row,) = list_routing_changes(database_url)
+    assert (row.status, row.actor, row.note) == ("applied", "olga", "from the editor")

@@ -303,3 +303,25 @@ def test_the_spool_lives_on_a_shared_claim_and_workers_drain_before_they_stop():
         command = " ".join(spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"])
         assert "ray drain-node" in command and f"sleep {int(grace)}" in command
         assert spec["terminationGracePeriodSeconds"] > grace
+
+
+def test_the_dashboard_patches_the_rayservice_with_a_service_account_that_may_do_only_that():
+    service = _by_kind(yaml_docs(GENERATED))["RayService"]
+    docs = _by_kind(yaml_docs(K8S / "dashboard.yaml"))
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["COSTGATE_ROUTING_TARGET"] == "kuberay"
+    assert env["COSTGATE_KUBERAY_RAYSERVICE"] == service["metadata"]["name"]
+    account = docs["ServiceAccount"]["metadata"]["name"]
+    assert pod["serviceAccountName"] == account
+    binding = docs["RoleBinding"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account}]
+    assert binding["roleRef"]["name"] == docs["Role"]["metadata"]["name"]
+    assert docs["Role"]["rules"] == [
+        {
+            "apiGroups": ["ray.io"],
+            "resources": ["rayservices"],
+            "resourceNames": [service["metadata"]["name"]],
+            "verbs": ["get", "patch"],
+        }
+    ]

@@ -95,3 +95,25 @@ def test_a_restarted_replica_with_a_new_source_id_adds_to_its_predecessor():
     after.inc(REQUESTS, REQ, 1)
     hub.push(_snap(after, "replica-1/bbbb"))
     assert _requests(hub) == 9
+
+
+def test_each_live_replicas_ledger_writer_is_reported_by_its_replica_id():
+    from gateway.metrics.catalog import WRITER_ALIVE, WRITER_DROPPED, WRITER_SPOOL
+
+    clock = Clock()
+    hub = HubState(stale_after_s=10.0, clock=clock)
+    sick, healthy, gone = SeriesStore(), SeriesStore(), SeriesStore()
+    sick.set_gauge(WRITER_ALIVE, (), 0)
+    sick.set_gauge(WRITER_SPOOL, (), 12)
+    sick.set_counter(WRITER_DROPPED, (), 3)
+    healthy.set_gauge(WRITER_ALIVE, (), 1)
+    gone.set_gauge(WRITER_ALIVE, (), 1)
+    hub.push(_snap(gone, "r-gone/aaaa"))
+    clock.now = 20.0  # r-gone has not been heard from since: not live
+    hub.push(_snap(sick, "r-sick/bbbb"))
+    hub.push(_snap(healthy, "r-ok/cccc"))
+    ledgers = hub.ledgers()
+    assert set(ledgers) == {"r-sick", "r-ok"}
+    assert ledgers["r-sick"]["alive"] == 0 and ledgers["r-sick"]["spool_depth"] == 12
+    assert ledgers["r-sick"]["dropped"] == 3
+    assert ledgers["r-ok"]["alive"] == 1

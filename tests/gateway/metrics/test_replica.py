@@ -208,8 +208,11 @@ def test_every_figure_a_record_writer_reports_is_exported_or_knowingly_not(tmp_p
     from gateway.metrics.catalog import WRITER_STAT_METRICS
 
     stats = RecordWriter("postgresql://unused", spool_dir=tmp_path).stats()
-    # replayed is part of written, flush errors show as spooled rows, adoption as spool rows
-    assert set(stats) - set(WRITER_STAT_METRICS) == {"replayed", "flush_errors", "adopted"}
+    # replayed is part of written, flush errors show as spooled rows, adoption as spool rows,
+    # journaled rows are the queued ones
+    assert set(stats) - set(WRITER_STAT_METRICS) == {
+        "replayed", "flush_errors", "adopted", "journaled"
+    }
     assert set(WRITER_STAT_METRICS) <= set(stats)
 
 

@@ -213,3 +213,21 @@ async def test_metrics_whose_token_variable_is_unset_refuse_every_scrape(make, m
     h = make(config(metrics_token_env="UNIT_METRICS_TOKEN"), render_metrics=render)
     for headers in ({}, bearer(""), {"authorization": "Bearer"}):
         assert (await h.client.get("/metrics", headers=headers)).status_code == 401
+
+
+async def test_the_replicas_ledger_report_wants_an_admin_key(make):
+    from gateway.replica.http_api import build_app
+
+    h = make()
+    report = {"abc123": {"alive": 1.0, "buffer_depth": 2.0, "spool_depth": 0.0}}
+
+    async def ledgers() -> dict[str, dict[str, float]]:
+        return report
+
+    app = build_app(h.service, replica_ledgers=ledgers)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as c:
+        for headers, status in (({}, 401), (bearer(APP_KEY), 403)):
+            resp = await c.get("/costgate/replicas", headers=headers)
+            assert resp.status_code == status and "abc123" not in resp.text
+        resp = await c.get("/costgate/replicas", headers=bearer(ADMIN_KEY))
+        assert resp.status_code == 200 and resp.json() == {"replicas": report}

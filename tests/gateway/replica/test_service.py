@@ -410,3 +410,22 @@ async def test_an_upstream_error_code_with_nul_is_stored_without_it(harness_for)
     assert resp.status_code == 400
     [record] = h.records
     assert record.error_class == "badcode"
+
+
+async def test_without_a_shared_store_a_cap_is_split_by_the_replicas_that_run(harness_for):
+    raw = yaml.safe_load(default_config_path().read_text())
+    raw["gateway"].pop("num_replicas", None)
+    raw["gateway"]["autoscaling"] = {"min_replicas": 1, "max_replicas": 4}
+    name = raw["models"][0]["name"]
+    raw["models"][0]["rpm_limit"] = 120
+    h = harness_for(lambda r: httpx.Response(200, json=completion()), parse_config(raw))
+
+    def capacity() -> list[int]:
+        return [s.capacity for s in h.service.limits.slices() if s.name == f"model:{name}:rpm"]
+
+    # before the controller's count arrives: the most there may be, never min_replicas
+    assert capacity() == [30]
+    h.service.set_live_replicas(2)  # autoscaling ran two
+    assert capacity() == [60]
+    h.service.set_live_replicas(3)
+    assert capacity() == [40]
