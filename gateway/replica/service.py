@@ -21,6 +21,7 @@ import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from gateway.domain import json_codec
 from gateway.domain.config import Config, Model
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.openai_errors import OpenAIError
@@ -264,7 +265,7 @@ class GatewayService:
         )
         self._finish(ex, *spec.settle(RequestStatus.OK, 200, None, body.get("status")), accounted)
         ticket.store_body(body, accounted)
-        return JSONResponse(body, headers=self._headers(ex))
+        return json_response(body, self._headers(ex))
 
     # -- streaming ------------------------------------------------------------------------
 
@@ -386,6 +387,11 @@ class GatewayService:
 
 def _s(ms: int | None) -> float | None:
     return None if ms is None else ms / 1000
+
+
+def json_response(body: Any, headers: dict[str, str]) -> Response:
+    """JSONResponse's bytes, encoded by orjson: every plain answer is re-serialised here."""
+    return Response(json_codec.dumps(body), headers=headers, media_type="application/json")
 
 
 def json_error(err: OpenAIError) -> JSONResponse:
