@@ -154,6 +154,18 @@ class UpstreamClient:
         )
         return provider, adapter, request
 
+    async def _read(self, request: httpx.Request) -> httpx.Response:
+        """A whole response; aiohttp's pool reads it in one piece."""
+        if isinstance(self._transport, AiohttpTransport):
+            return await self._transport.read_response(request)
+        response = await self._transport.handle_async_request(request)
+        try:
+            await response.aread()
+        except BaseException:
+            await response.aclose()  # the connection, not the pool, is dropped
+            raise
+        return response
+
     async def complete(
         self,
         model: Model,
@@ -165,12 +177,8 @@ class UpstreamClient:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(provider.timeouts.total):
-                response = await self._transport.handle_async_request(request)
-                try:
-                    content = await response.aread()
-                except BaseException:
-                    await response.aclose()  # the connection, not the pool, is dropped
-                    raise
+                response = await self._read(request)
+                content = response.content
         except Exception as err:  # noqa: BLE001 - every transport failure is classified
             raise failure_from_exception(err, provider) from None
         latency_ms = int((time.perf_counter() - started) * 1000)
