@@ -1,4 +1,4 @@
-"""Calls to upstream providers: one shared httpx.AsyncClient per replica.
+"""Calls to upstream providers: one shared transport (aiohttp's pool) per replica.
 
 The wire format is the provider's adapter's (`gateway.providers.registry`): this module
 sends what the adapter builds, enforces each provider's timeouts, and turns every way a
