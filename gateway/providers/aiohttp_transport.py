@@ -99,10 +99,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             )
         return self._session
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    async def _send(self, request: httpx.Request) -> aiohttp.ClientResponse:
         body = request.content if request.content else await request.aread()
         try:
-            response = await self._client().request(
+            return await self._client().request(
                 request.method,
                 str(request.url),
                 headers=list(request.headers.multi_items()),
@@ -112,13 +112,40 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             )
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as err:
             raise _map_error(err, request) from err
+
+    def _response(
+        self, response: aiohttp.ClientResponse, request: httpx.Request, **body: Any
+    ) -> httpx.Response:
         return httpx.Response(
             status_code=response.status,
             headers=[(k, v) for k, v in response.raw_headers],
-            stream=_Body(response, request),
             extensions={"http_version": b"HTTP/1.1"},
             request=request,
+            **body,
         )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._send(request)
+        return self._response(response, request, stream=_Body(response, request))
+
+    async def read_response(self, request: httpx.Request) -> httpx.Response:
+        """The response with its body read: what `handle_async_request` and `aread()` give,
+        without httpx's chunk iterators and decoders for a body that is not encoded."""
+        response = await self._send(request)
+        if response.headers.get("content-encoding", "identity") != "identity":
+            # httpx decodes what it was sent compressed, as it always did
+            reply = self._response(response, request, stream=_Body(response, request))
+            await reply.aread()
+            return reply
+        try:
+            content = await response.read()
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as err:
+            response.close()
+            raise _map_error(err, request) from err
+        except BaseException:
+            response.close()  # cancelled mid-body: the connection cannot be reused
+            raise
+        return self._response(response, request, content=content)
 
     async def aclose(self) -> None:
         if self._session is not None:

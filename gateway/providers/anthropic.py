@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.domain import json_codec
 from gateway.domain.config import Provider
 from gateway.domain.endpoints import Endpoint
 from gateway.providers.adapter import ChatReply, MalformedReply, StreamParser, WireRequest
@@ -28,14 +29,13 @@ from gateway.providers.responses_chat.over_chat import (
     responses_request,
     responses_stream,
 )
-from gateway.providers.translation import JSON_SEPARATORS
 
 ANTHROPIC_VERSION = "2023-06-01"
 
 
 def _message(content: bytes) -> dict[str, Any]:
     try:
-        parsed = json.loads(content)
+        parsed = json_codec.loads(content)
     except ValueError:
         raise MalformedReply("a body that is not JSON") from None
     if not isinstance(parsed, dict) or parsed.get("type") != "message" \
@@ -93,7 +93,7 @@ class AnthropicAdapter:
         return WireRequest(
             url=provider.base_url.rstrip("/") + "/messages",
             headers=headers,
-            content=json.dumps(body, separators=JSON_SEPARATORS).encode(),
+            content=json_codec.dumps(body),
         )
 
     def parse_messages(self, content: bytes) -> ChatReply:

@@ -8,9 +8,9 @@ field by field: summing them would bill the output twice.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from gateway.domain import json_codec
 from gateway.domain.pricing import TokenUsage
 from gateway.providers.adapter import MalformedReply
 from gateway.providers.anthropic_replies import STOP_TO_FINISH, openai_usage, usage_from_anthropic
@@ -37,7 +37,7 @@ class UpstreamStreamError(MalformedReply):
 
 def _event(payload: bytes) -> dict[str, Any]:
     try:
-        event = json.loads(payload)
+        event = json_codec.loads(payload)
     except ValueError as err:
         raise MalformedReply(f"an upstream stream event is not JSON: {err}") from None
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):

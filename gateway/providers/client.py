@@ -1,4 +1,4 @@
-"""Calls to upstream providers: one shared httpx.AsyncClient per replica.
+"""Calls to upstream providers: one shared transport (aiohttp's pool) per replica.
 
 The wire format is the provider's adapter's (`gateway.providers.registry`): this module
 sends what the adapter builds, enforces each provider's timeouts, and turns every way a
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -106,21 +107,36 @@ def malformed(provider: Provider, what: str) -> UpstreamFailure:
     return UpstreamFailure(verdict, f"{provider.name} sent {what}", status=200)
 
 
+# what httpx.AsyncClient added to every request before the client was bypassed (below);
+# no Accept-Encoding: an identity body is cheaper to relay than one to decompress
+_DEFAULT_HEADERS = {"accept": "*/*", "connection": "keep-alive", "user-agent": "costgate"}
+
+
+@functools.lru_cache(maxsize=256)
+def _url(text: str) -> httpx.URL:
+    # a replica calls a handful of URLs (one per provider and API): parse each once
+    return httpx.URL(text)
+
+
 class UpstreamClient:
+    """Sends straight to the transport, without httpx.AsyncClient's send path: its
+    cookie jar, auth and redirect hooks and URL merging were a fifth of a replica's CPU
+    at 64 concurrent requests (docs/PERFORMANCE.md), and the gateway uses none of them
+    (no cookies, no redirects, the provider key is a header the adapter writes)."""
+
     def __init__(self, cfg: Config, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._cfg = cfg
         max_connections = max(p.max_connections for p in cfg.providers)
-        self._client = httpx.AsyncClient(
-            transport=transport or AiohttpTransport(max_connections=max_connections),
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=256,
-                keepalive_expiry=30,
-            ),
-            # per provider below; this default only guards a call that names none
-            timeout=httpx.Timeout(60.0, connect=3.0),
-            follow_redirects=False,
-        )
+        self._transport = transport or AiohttpTransport(max_connections=max_connections)
+        self._timeouts: dict[str, dict[str, float | None]] = {}
+
+    def _timeout(self, provider: Provider) -> dict[str, float | None]:
+        found = self._timeouts.get(provider.name)
+        if found is None:
+            t = provider.timeouts
+            timeout = httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=t.connect)
+            found = self._timeouts[provider.name] = timeout.as_dict()
+        return found
 
     def _request(
         self, model: Model, body: dict[str, Any], build: WireBuilder | None = None
@@ -129,15 +145,26 @@ class UpstreamClient:
         adapter = adapter_for(provider)
         # `build`: a native request of another API than chat (Anthropic's Messages)
         wire = (build or adapter.chat_request)(provider, body, provider.api_key())
-        t = provider.timeouts
-        request = self._client.build_request(
+        request = httpx.Request(
             "POST",
-            wire.url,
+            _url(wire.url),
             content=wire.content,
-            headers=wire.headers,
-            timeout=httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=t.connect),
+            headers=_DEFAULT_HEADERS | dict(wire.headers),
+            extensions={"timeout": self._timeout(provider)},
         )
         return provider, adapter, request
+
+    async def _read(self, request: httpx.Request) -> httpx.Response:
+        """A whole response; aiohttp's pool reads it in one piece."""
+        if isinstance(self._transport, AiohttpTransport):
+            return await self._transport.read_response(request)
+        response = await self._transport.handle_async_request(request)
+        try:
+            await response.aread()
+        except BaseException:
+            await response.aclose()  # the connection, not the pool, is dropped
+            raise
+        return response
 
     async def complete(
         self,
@@ -150,11 +177,11 @@ class UpstreamClient:
         started = time.perf_counter()
         try:
             async with asyncio.timeout(provider.timeouts.total):
-                response = await self._client.send(request)
+                response = await self._read(request)
+                content = response.content
         except Exception as err:  # noqa: BLE001 - every transport failure is classified
             raise failure_from_exception(err, provider) from None
         latency_ms = int((time.perf_counter() - started) * 1000)
-        content = response.content
         if response.status_code != 200:
             raise failure_from_status(response, content, provider, adapter)
         try:
@@ -170,7 +197,7 @@ class UpstreamClient:
         provider, adapter, request = self._request(model, body, build)
         try:
             async with asyncio.timeout(provider.timeouts.total):
-                response = await self._client.send(request, stream=True)
+                response = await self._transport.handle_async_request(request)
         except Exception as err:  # noqa: BLE001
             raise failure_from_exception(err, provider) from None
         if response.status_code != 200:
@@ -184,4 +211,4 @@ class UpstreamClient:
         return response
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._transport.aclose()

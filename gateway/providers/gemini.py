@@ -12,6 +12,7 @@ import time
 from typing import Any
 from urllib.parse import quote
 
+from gateway.domain import json_codec
 from gateway.domain.config import Provider
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.pricing import TokenUsage
@@ -29,12 +30,11 @@ from gateway.providers.responses_chat.over_chat import (
     responses_request,
     responses_stream,
 )
-from gateway.providers.translation import JSON_SEPARATORS
 
 
 def _answer(payload: bytes) -> dict[str, Any]:
     try:
-        parsed = json.loads(payload)
+        parsed = json_codec.loads(payload)
     except ValueError:
         raise MalformedReply("a body that is not JSON") from None
     if not isinstance(parsed, dict):
@@ -157,7 +157,7 @@ class GeminiAdapter:
         return WireRequest(
             url=f"{provider.base_url.rstrip('/')}/models/{model}{action}",
             headers=headers,
-            content=json.dumps(chat_to_gemini(body), separators=JSON_SEPARATORS).encode(),
+            content=json_codec.dumps(chat_to_gemini(body)),
         )
 
     def parse_chat(self, content: bytes) -> ChatReply:

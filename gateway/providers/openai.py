@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.domain import json_codec
 from gateway.domain.config import Provider
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.pricing import TokenUsage
@@ -130,7 +131,7 @@ class OpenAIStreamParser:
             self._finished = self._done = True
             return []
         try:
-            chunk = json.loads(payload)
+            chunk = json_codec.loads(payload)
         except ValueError as err:
             raise MalformedReply(f"an upstream stream chunk is not JSON: {err}") from None
         if not isinstance(chunk, dict):
@@ -194,7 +195,7 @@ class ResponsesStreamParser:
 
     def feed(self, payload: bytes) -> list[dict[str, Any]]:
         try:
-            event = json.loads(payload)
+            event = json_codec.loads(payload)
         except ValueError as err:
             raise MalformedReply(f"an upstream Responses event is not JSON: {err}") from None
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
@@ -223,7 +224,7 @@ _PATHS = {
 
 def _parse_object(content: bytes) -> dict[str, Any]:
     try:
-        parsed = json.loads(content)
+        parsed = json_codec.loads(content)
     except ValueError:
         raise MalformedReply("a body that is not JSON") from None
     if not isinstance(parsed, dict):
@@ -249,7 +250,7 @@ class OpenAIAdapter:
         return WireRequest(
             url=provider.base_url.rstrip("/") + _PATHS[endpoint],
             headers=headers,
-            content=json.dumps(body, separators=_JSON_SEPARATORS).encode(),
+            content=json_codec.dumps(body),
         )
 
     def parse_endpoint(self, endpoint: Endpoint, content: bytes) -> ChatReply:
@@ -281,7 +282,7 @@ class OpenAIAdapter:
 
     def parse_chat(self, content: bytes) -> ChatReply:
         try:
-            parsed = json.loads(content)
+            parsed = json_codec.loads(content)
         except ValueError:
             raise MalformedReply("a body that is not JSON") from None
         if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):

@@ -7,10 +7,10 @@ Anthropic's name each event as well). What a payload means is the adapter's busi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
+from gateway.domain import json_codec
 from gateway.providers.adapter import MalformedReply
 
 DONE = b"[DONE]"
@@ -78,6 +78,6 @@ def encode_event(payload: dict[str, Any] | bytes) -> bytes:
     data = (
         payload
         if isinstance(payload, bytes)
-        else json.dumps(payload, separators=(",", ":")).encode()
+        else json_codec.dumps(payload)
     )
     return b"data: " + data + b"\n\n"

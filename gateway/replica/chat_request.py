@@ -9,10 +9,10 @@ Model validation was a tenth of a peer gateway's CPU per request.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from typing import Any
 
+from gateway.domain import json_codec
 from gateway.domain.openai_errors import OpenAIError, bad_request
 
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
@@ -47,7 +47,7 @@ def parse_json_body(raw: bytes, max_bytes: int) -> Any:
     if not raw:
         raise bad_request("The request body is empty; send a JSON object.", code="invalid_json")
     try:
-        body = json.loads(raw, parse_constant=_no_constant)
+        body = json_codec.loads(raw, parse_constant=_no_constant)
     except RecursionError:
         raise _too_deep() from None
     except (ValueError, UnicodeDecodeError) as err:

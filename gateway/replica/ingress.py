@@ -17,7 +17,6 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST
 from ray import serve
 
@@ -25,7 +24,7 @@ from gateway.domain.config import load_config
 from gateway.domain.environment import environment
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.exchange import AttemptHooks, RecordSink
-from gateway.replica.http_api import build_app
+from gateway.replica.http_api import FastRoutes, serve_app
 from gateway.replica.service import GatewayService
 
 log = logging.getLogger("costgate.ingress")
@@ -118,7 +117,7 @@ class Gateway:
                     503, f"metrics hub unavailable ({type(err).__name__})", code="metrics"
                 ) from None
 
-        self._app = build_app(
+        self._app = serve_app(
             self.service, render_metrics=render, replica_ledgers=lambda: replica_ledgers(app_name)
         )
         self._count_task: asyncio.Task[None] | None = None
@@ -129,7 +128,7 @@ class Gateway:
                 self._follow_replica_count(app_name, context.deployment)
             )
 
-    def __serve_build_asgi_app__(self) -> FastAPI:
+    def __serve_build_asgi_app__(self) -> FastRoutes:
         # Serve calls this right after __init__: the app's routes close over this
         # replica's service, which a module-level app could not do
         return self._app

@@ -21,6 +21,7 @@ import httpx
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from gateway.domain import json_codec
 from gateway.domain.config import Config, Model
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.openai_errors import OpenAIError
@@ -213,16 +214,9 @@ class GatewayService:
             requested, self.cfg, self.routing, health, self.prices, self.rng, overrides
         )
         if isinstance(plan, RouteRefusal):
-            headers_out = {}
-            if plan.retry_after_header is not None:
-                headers_out["retry-after"] = plan.retry_after_header
-            raise OpenAIError(
-                plan.status,
-                plan.message,
-                code=plan.reason,
-                param=plan.param,
-                headers=headers_out,
-            )
+            wait = plan.retry_after_header
+            raise OpenAIError(plan.status, plan.message, code=plan.reason, param=plan.param,
+                              headers={} if wait is None else {"retry-after": wait})  # fmt: skip
         return plan
 
     async def _admit(self, ex: Exchange, prompt: list[dict[str, Any]] | None = None) -> None:
@@ -242,16 +236,9 @@ class GatewayService:
     # -- the attempt loop -----------------------------------------------------------------
 
     async def _attempts(self, ex: Exchange, call: Callable[[Model], Awaitable[T]]) -> T:
-        return await run_attempts(
-            ex,
-            call,
-            cfg=self.cfg,
-            retry=self.routing.retries,
-            breakers=self.breakers,
-            limits=self.limits,
-            hooks=self.hooks,
-            rng=self.rng,
-        )
+        return await run_attempts(ex, call, cfg=self.cfg, retry=self.routing.retries,
+                                  breakers=self.breakers, limits=self.limits, hooks=self.hooks,
+                                  rng=self.rng)  # fmt: skip
 
     # -- non-streaming --------------------------------------------------------------------
 
@@ -274,7 +261,7 @@ class GatewayService:
             model=ex.model.upstream_model if ex.model else None,
         )
         self._finish(ex, *spec.settle(RequestStatus.OK, 200, None, body.get("status")), accounted)
-        response = JSONResponse(body, headers=self._headers(ex))
+        response = json_response(body, self._headers(ex))
         ticket.store_body(body, response.body, accounted)  # the bytes sent: encoded once
         return response
 
@@ -400,6 +387,11 @@ class GatewayService:
 
 def _s(ms: int | None) -> float | None:
     return None if ms is None else ms / 1000
+
+
+def json_response(body: Any, headers: dict[str, str]) -> Response:
+    """JSONResponse's bytes, encoded by orjson: every plain answer is re-serialised here."""
+    return Response(json_codec.dumps(body), headers=headers, media_type="application/json")
 
 
 def json_error(err: OpenAIError) -> JSONResponse:

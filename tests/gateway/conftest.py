@@ -20,7 +20,7 @@ import uvicorn
 
 from gateway.domain.config import load_config
 from gateway.domain.usage_record import UsageRecord
-from gateway.replica.http_api import build_app
+from gateway.replica.http_api import serve_app
 from gateway.replica.service import GatewayService, RecordSink
 from gateway.routing.circuit_breaker import BreakerBoard
 from tests.fixtures.gateway import PLAIN_GATEWAY_PORT, PROVIDER_SECRET, gateway_config
@@ -77,7 +77,7 @@ def plain_gateway(
         service = GatewayService(cfg, sink=RecordSink(submit=sink))
         gw = PlainGateway(service, f"http://127.0.0.1:{plain_port}", api_key)
         server = uvicorn.Server(
-            uvicorn.Config(build_app(service), host="127.0.0.1", port=plain_port, log_level="error")
+            uvicorn.Config(serve_app(service), host="127.0.0.1", port=plain_port, log_level="error")
         )
         holder.update(gw=gw, server=server)
         ready.set()

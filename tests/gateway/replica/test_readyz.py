@@ -15,7 +15,7 @@ import pytest
 from gateway.domain.config import default_config_path, load_config
 from gateway.ledger import supervisor
 from gateway.ledger.writer import RecordWriter
-from gateway.replica.http_api import build_app
+from gateway.replica.http_api import serve_app
 from gateway.replica.ingress import Gateway
 from gateway.replica.service import GatewayService, RecordSink
 from tests.fixtures.database import DatabaseProxy
@@ -34,7 +34,7 @@ class Replica:
         )
         self.service.readiness = lambda: writer.health().reasons
         self.http = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=build_app(self.service)), base_url="http://gw"
+            transport=httpx.ASGITransport(app=serve_app(self.service)), base_url="http://gw"
         )
 
     async def readyz(self) -> tuple[int, dict[str, Any]]:

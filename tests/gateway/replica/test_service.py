@@ -23,7 +23,7 @@ from db.keys import hash_key
 from gateway.domain.config import Config, default_config_path, load_config, parse_config
 from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
 from gateway.replica.auth import Caller, KeyRing
-from gateway.replica.http_api import build_app
+from gateway.replica.http_api import serve_app
 from gateway.replica.service import GatewayService, RecordSink
 
 SECRET = "sk-unit-provider-secret"
@@ -108,7 +108,7 @@ class Harness:
         )
         self.client = httpx.AsyncClient(
             transport=httpx.ASGITransport(
-                app=build_app(self.service, render_metrics=render_metrics)
+                app=serve_app(self.service, render_metrics=render_metrics)
             ),
             base_url="http://gateway",
             headers={"authorization": f"Bearer {key}"} if key else None,
