@@ -15,6 +15,7 @@ from decimal import Decimal
 import pandas as pd
 
 from dashboard.cube import PER_MILLION, dsum, rollup
+from gateway.domain.savings import LedgerSums, Savings, decompose
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Totals:
     baseline_usd: Decimal | None
     unknown_cost_requests: int
     estimated_requests: int
+    savings: Savings  # the headline, saved against no costgate, and its steps
 
     @property
     def provider_savings_usd(self) -> Decimal | None:
@@ -69,6 +71,7 @@ def totals(cube: pd.DataFrame) -> Totals:
         baseline_usd=dsum(cube["baseline_cost_usd"]),
         unknown_cost_requests=int(cube["unknown_cost_requests"].sum()),
         estimated_requests=int(cube["estimated_requests"].sum()),
+        savings=savings_split(cube),
     )
 
 
@@ -117,7 +120,28 @@ def over_time(cube: pd.DataFrame, freq: str, by: str | None = None) -> pd.DataFr
         s if s is None or c is None else s - c
         for s, c in zip(r["savings_usd"], r["cache_savings_usd"], strict=True)
     ]
+    # the headline per period: routing + cached tokens + (list − billed), as savings_split
+    r["saved_usd"] = [
+        None if s is None else s + (rt or 0) + (c or 0)
+        for s, rt, c in zip(
+            r["savings_usd"], r["routing_savings_usd"], r["cached_savings_usd"], strict=True
+        )
+    ]
     return r
+
+
+def savings_split(cube: pd.DataFrame) -> Savings:
+    """Saved against no costgate, and its four steps (`gateway.domain.savings`): every
+    one a sum of the cube's measures, so the pages, the API and the exports agree."""
+    return decompose(
+        LedgerSums(
+            list_usd=dsum(cube["list_cost_usd"]),
+            billed_usd=dsum(cube["actual_cost_usd"]),
+            routing_usd=dsum(cube["routing_savings_usd"]),
+            cached_tokens_usd=dsum(cube["cached_savings_usd"]),
+            cache_hits_usd=dsum(cube["cache_savings_usd"]),
+        )
+    )
 
 
 def savings_components(cube: pd.DataFrame) -> pd.DataFrame:

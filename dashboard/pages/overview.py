@@ -52,8 +52,8 @@ def body() -> None:
     right.plotly_chart(
         time_chart(
             series,
-            {"savings_usd": "Savings"},
-            "Savings over time",
+            {"saved_usd": "Saved against no costgate"},
+            "Saved over time",
             "USD",
             markers,
             "bar",

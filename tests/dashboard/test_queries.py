@@ -246,3 +246,37 @@ def test_the_endpoint_is_a_filter_and_its_totals_reconcile(seeded, ledger_engine
     sums = sql_sums(ledger_engine, "endpoint = 'responses'")
     assert t.requests == sums["requests"] > 50
     assert t.spend_usd == sums["spend"] and t.tokens == sums["tokens"]
+
+
+def test_savings_waterfall_adds_up_to_the_headline_to_the_cent(seeded, ledger_engine):
+    """Saved against no costgate, from plain SQL over the raw rows, equals the page's
+    headline; its steps (cache hits and a relay among them) add up to it exactly, and
+    in cents as the waterfall draws them."""
+    filters = Filters(END.date() - dt.timedelta(days=29), END.date())
+    split = totals(queries.cube(seeded, filters)).savings
+    with ledger_engine.connect() as conn:
+        no_costgate, billed, hits, relay = conn.execute(
+            text(
+                "SELECT sum(coalesce(r.baseline_cost_usd, r.list_cost_usd)"
+                "   + coalesce(r.cached_prompt_tokens * (pv.list_input - pv.list_cached_input)"
+                "     * 0.000001, 0)),"
+                " sum(r.actual_cost_usd),"
+                " sum(r.list_cost_usd) FILTER (WHERE r.cache_hit),"
+                " sum(r.list_cost_usd - r.actual_cost_usd) FILTER (WHERE r.provider = 'relay'"
+                "   AND NOT r.cache_hit)"
+                " FROM usage_records r LEFT JOIN price_versions pv ON pv.id = r.price_version_id"
+                " WHERE r.actual_cost_usd IS NOT NULL"
+            )
+        ).one()
+    assert split.no_costgate_usd == no_costgate
+    assert split.billed_usd == billed
+    assert split.saved_usd == no_costgate - billed > 0
+    assert split.steps["cache_hits"] == hits > 0
+    # the other providers bill their list price: the relay's ¥1 per $1 at ¥7.3 is all of it
+    assert split.steps["provider_price_fx"] == relay > 0
+    assert all(split.steps[s] > 0 for s in ("routing", "cached_tokens"))
+    assert sum(split.steps.values()) == split.saved_usd
+    cents = split.in_cents()
+    assert cents.no_costgate_usd == round(no_costgate, 2)
+    assert cents.billed_usd == round(billed, 2)
+    assert sum(cents.steps.values()) == cents.saved_usd == cents.no_costgate_usd - cents.billed_usd
