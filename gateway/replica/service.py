@@ -104,6 +104,11 @@ class GatewayService:
         # points it at the ledger writer's health, which the request path knows nothing of
         self.readiness: Callable[[], tuple[str, ...]] = lambda: ()
 
+    def set_catalog(self, catalog: PriceCatalog) -> None:
+        """Price from now on with `catalog` (dated FX rates: `finance/fx_refresh.py`)."""
+        self.catalog, self.pricer = catalog, WorstCasePricer(self.cfg, catalog)
+        self.cache.catalog = catalog
+
     def use_quota_store(self, store: PostgresQuotaStore) -> QuotaSyncer:
         """Budgets, key limits and model caps shared by every replica through `store`;
         called before traffic. The caller starts the syncer."""
