@@ -21,7 +21,7 @@ from db.analytics.rollup_sql import USAGE_TABLES
 from db.engine import engine_scope
 from gateway.domain.pricing import PriceVersion, Rates, Tier, quantize_money
 from gateway.finance.ledger_groups import LedgerGroup, Tokens
-from gateway.finance.whatif import VersionLookup
+from gateway.finance.whatif import Scenario, VersionLookup, WhatIfRow, reprice
 
 DAILY = USAGE_TABLES["day"]
 _VERSION_COLUMNS = (
@@ -232,3 +232,13 @@ def latest_version_lookup(versions: Mapping[uuid.UUID, PriceVersion]) -> Version
         return found[-1] if found else None
 
     return lookup
+
+
+def whatif_rows(
+    engine_or_url: Engine | str | None, start: dt.date, end: dt.date, scenario: Scenario
+) -> list[WhatIfRow]:
+    """The period's priced groups re-priced under `scenario` (`gateway.finance.whatif`)."""
+    with engine_scope(engine_or_url) as engine:
+        groups = list(ledger_groups(engine, start, end))
+        lookup = latest_version_lookup(load_versions(engine))
+    return reprice(groups, scenario, lookup)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Context, Decimal, localcontext
+from decimal import Context, Decimal, InvalidOperation, localcontext
 
 from gateway.domain.pricing import PriceVersion, Rates, quantize_money
 from gateway.finance.ledger_groups import LedgerGroup
@@ -158,10 +158,49 @@ def parse_weights(text: str) -> dict[str, Decimal]:
         name, sep, weight = part.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"expected model=weight, got {part!r}")
-        w = Decimal(weight.strip())
+        w = _number(weight)
         if w < 0:
             raise ValueError(f"weight of {name.strip()} is negative")
         out[name.strip()] = w
     if not any(w > 0 for w in out.values()):
         raise ValueError("at least one weight must be above 0")
     return out
+
+
+def parse_routing(text: str) -> tuple[str, dict[str, Decimal]]:
+    """ "auto:gpt-4.1=30,deepseek-v3.2=70" -> ("auto", weights)."""
+    alias, sep, weights = text.partition(":")
+    if not sep or not alias.strip():
+        raise ValueError(f"expected alias:model=weight,..., got {text!r}")
+    return alias.strip(), parse_weights(weights)
+
+
+RATE_FIELDS = ("input", "cached_input", "cache_write", "output", "reasoning")
+
+
+def parse_prices(text: str, current: Rates) -> tuple[str, Rates]:
+    """ "gpt-4.1:input=1,output=4" -> ("gpt-4.1", its list rates with those replaced)."""
+    model, sep, fields = text.partition(":")
+    if not sep or not model.strip():
+        raise ValueError(f"expected model:input=X,output=Y, got {text!r}")
+    changes: dict[str, Decimal] = {}
+    for part in fields.split(","):
+        name, eq, value = part.partition("=")
+        if not eq or name.strip() not in RATE_FIELDS:
+            raise ValueError(f"expected one of {', '.join(RATE_FIELDS)}=PRICE, got {part!r}")
+        price = _number(value)
+        if price < 0:
+            raise ValueError(f"{name.strip()} is negative")
+        changes[name.strip()] = price
+    # an explicit price replaces tiers: the scenario says what the model costs
+    return model.strip(), dataclasses.replace(current, tiers=(), **changes)
+
+
+def _number(text: str) -> Decimal:
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        raise ValueError(f"not a number: {text.strip()!r}") from None
+    if not value.is_finite():
+        raise ValueError(f"not a number: {text.strip()!r}")
+    return value
