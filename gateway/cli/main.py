@@ -23,7 +23,6 @@ COMMAND_MODULES = (
     "gateway.cli.deploy",  # k8s-manifest
     "gateway.cli.chaos",  # chaos (failure scenarios, soak)
     "gateway.cli.finance",  # export focus, whatif, reconcile, fx add|import|list
-    "gateway.cli.finance",  # export focus, whatif, reconcile, fx add|import|list
     "gateway.cli.report",  # report (usage and costs), rollups rebuild|prune|status
 )
 
