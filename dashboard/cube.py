@@ -53,7 +53,7 @@ MONEY = (
     "cache_savings_usd",  # the part of savings_usd from response-cache hits (actual 0)
 )
 CUBE_COLUMNS = DIMENSIONS + COUNTS + MONEY
-GRAINS = {"hour": "h", "day": "D"}
+GRAINS = {"minute": "min", "hour": "h", "day": "D"}
 PER_MILLION = Decimal(1_000_000)
 # requests that got an answer: a NULL cost on one of these is a cost we do not know
 # (failed requests without usage are reported as errors instead)

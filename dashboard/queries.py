@@ -214,10 +214,10 @@ def _period(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Cube and histogram of [start, end) (default: the filters' period), filtered."""
     start, end = start or filters.start_at, end or filters.end_at
-    if filters.grain == "hour":  # a day or two of raw rows: read them directly
+    if filters.grain != "day":  # a day or two of raw rows: read them directly
         return (
-            _ledger_cube(url, filters, start, end, "hour"),
-            _ledger_histogram(url, filters, start, end, "hour"),
+            _ledger_cube(url, filters, start, end, filters.grain),
+            _ledger_histogram(url, filters, start, end, filters.grain),
         )
     today = dt.datetime.combine(dt.datetime.now(dt.UTC).date(), dt.time(), dt.UTC)
     cubes, hists = [], []
@@ -340,6 +340,16 @@ def ledger_bounds(url: str) -> tuple[dt.date | None, dt.date | None]:
         pd.Timestamp(first).tz_convert("UTC").date(),
         pd.Timestamp(last).tz_convert("UTC").date(),
     )
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def first_request_at(url: str) -> dt.datetime | None:
+    """When the ledger's first request started (one probe of the started_at index)."""
+    frame = _frame(url, "SELECT min(started_at) AS first FROM usage_records", {})
+    first = frame["first"].iloc[0]
+    if first is None or pd.isna(first):
+        return None
+    return pd.Timestamp(first).tz_convert("UTC").to_pydatetime()
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -33,7 +33,7 @@ def body() -> None:
     if now.requests == 0:
         st.info("No requests match these filters in this period.")
         return
-    freq = "h" if f.grain == "hour" else "D"
+    freq = f.freq
     series = over_time(between(both, f.start_at, f.end_at), freq)
     markers = routing_markers(ctx.url, ctx.settings.app_name, f)
     left, right = st.columns(2)

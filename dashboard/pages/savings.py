@@ -70,7 +70,7 @@ def body() -> None:
         "the answers the response cache served. The steps add up to the headline."
     )
 
-    freq = "h" if f.grain == "hour" else "D"
+    freq = f.freq
     series = over_time(cube, freq)
     st.plotly_chart(
         time_chart(

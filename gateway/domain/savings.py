@@ -18,10 +18,11 @@ So no_costgate = list + routing + cached, and no_costgate − billed = routing +
 provider + cache hits exactly, in Decimal. Requests with an unknown cost take no part
 (their cost is shown as unknown elsewhere), so the four steps stay over one population.
 
-Cents: the waterfall rounds its *running totals* to cents (half-even) and shows each
-step as the difference of two rounded totals, so the rounded steps add up to the rounded
-headline (rounded start − rounded bill) to the cent, and no step is more than one cent
-off its exact value.
+Cents: the waterfall rounds the *running sum* of its steps to cents (half-even) and
+shows each step as the difference of two rounded sums, so the rounded steps add up to
+the headline rounded (the figure the Overview shows too) to the cent, and no step is
+more than one cent off its exact value. The start is the no-costgate cost rounded; the
+end bar, start − headline, is then within a cent of the bill rounded on its own.
 """
 
 from __future__ import annotations
@@ -84,16 +85,16 @@ class Savings:
             return self._rounded(quantum)
 
     def _rounded(self, quantum: Decimal) -> Savings:
-        level = self.no_costgate_usd
-        start = previous = to_cents(level, quantum)
+        start = to_cents(self.no_costgate_usd, quantum)
+        running, previous = Decimal(0), Decimal(0)
         steps = {}
         for name in STEPS:
-            level -= self.steps[name]
-            current = to_cents(level, quantum)
-            steps[name] = previous - current
+            running += self.steps[name]
+            current = to_cents(running, quantum)
+            steps[name] = current - previous
             previous = current
-        # level is now the bill exactly, so `previous` is the bill in cents
-        return Savings(no_costgate_usd=start, billed_usd=previous, steps=steps)
+        # `previous` is the headline rounded; the bill is what the steps leave of the start
+        return Savings(no_costgate_usd=start, billed_usd=start - previous, steps=steps)
 
 
 def to_cents(amount: Decimal, quantum: Decimal = CENT) -> Decimal:
