@@ -24,7 +24,13 @@ def as_float(values: Sequence[Any]) -> list[float | None]:
     return [None if v is None or (isinstance(v, float) and v != v) else float(v) for v in values]
 
 
-PERIOD_MS = {"min": 60_000, "h": 3_600_000, "D": 86_400_000, "W": 7 * 86_400_000, "MS": 30 * 86_400_000}
+PERIOD_MS = {
+    "min": 60_000,
+    "h": 3_600_000,
+    "D": 86_400_000,
+    "W": 7 * 86_400_000,
+    "MS": 30 * 86_400_000,
+}
 
 Span = tuple[dt.datetime, dt.datetime]
 
