@@ -36,6 +36,7 @@ LEDGER_LIST_USD = CHECKOUT_DEEPSEEK + D("10.00") + D("10.00") + D("0.70") + HAIK
 
 def _row(
     catalog: PriceCatalog,
+    at: dt.datetime | None,
     day: dt.date,
     app: str,
     key: uuid.UUID,
@@ -46,7 +47,7 @@ def _row(
 ) -> dict[str, Any]:
     v = catalog.versions[model]
     priced = catalog.price(model, usage)
-    started = dt.datetime.combine(day, dt.time(12), dt.UTC)
+    started = at or dt.datetime.combine(day, dt.time(12), dt.UTC)
     return {
         "request_id": uuid.uuid4(),
         "started_at": started,
@@ -78,36 +79,26 @@ def _row(
     }
 
 
-def seed_finance_ledger(engine: Engine, cfg: Config) -> None:
+def seed_finance_ledger(engine: Engine, cfg: Config, at: dt.datetime | None = None) -> None:
+    """The rows below on DAY2 and DAY3, or all at `at` (a browser test seeds a few
+    minutes ago, inside whatever period the dashboard opens on)."""
     sync_prices(engine, cfg)
     catalog = PriceCatalog.from_config(cfg)
     deepseek = TokenUsage(prompt_tokens=500_000, cached_prompt_tokens=100_000,
                           completion_tokens=250_000)  # fmt: skip
     one_one = TokenUsage(prompt_tokens=M, completion_tokens=M)
+    ds = dict(catalog=catalog, at=at, app="checkout", key=KEY_CHECKOUT)
+    bot = dict(catalog=catalog, at=at, app="bot", key=KEY_BOT)
     rows = [
-        _row(catalog, DAY2, "checkout", KEY_CHECKOUT, "deepseek-v3.2", deepseek, alias="auto"),
-        _row(catalog, DAY2, "checkout", KEY_CHECKOUT, "deepseek-v3.2", deepseek, alias="auto"),
-        _row(catalog, DAY2, "bot", KEY_BOT, "gpt-4.1", one_one),
-        _row(
-            catalog,
-            DAY2,
-            "checkout",
-            KEY_CHECKOUT,
-            "gpt-4.1",
-            TokenUsage(prompt_tokens=M),
-            cache_hit=True,
-        ),  # fmt: skip
-        _row(catalog, DAY3, "bot", KEY_BOT, "relay-gpt-4.1", one_one),
-        _row(catalog, DAY3, "bot", KEY_BOT, "relay-deepseek-v3.2", one_one),
-        _row(
-            catalog,
-            DAY3,
-            "bot",
-            KEY_BOT,
-            "claude-haiku-4.5",
-            TokenUsage(prompt_tokens=M, completion_tokens=100_000),
-        ),  # fmt: skip
-    ]
+        _row(**ds, day=DAY2, model="deepseek-v3.2", usage=deepseek, alias="auto"),
+        _row(**ds, day=DAY2, model="deepseek-v3.2", usage=deepseek, alias="auto"),
+        _row(**bot, day=DAY2, model="gpt-4.1", usage=one_one),
+        _row(**ds, day=DAY2, model="gpt-4.1", usage=TokenUsage(prompt_tokens=M), cache_hit=True),
+        _row(**bot, day=DAY3, model="relay-gpt-4.1", usage=one_one),
+        _row(**bot, day=DAY3, model="relay-deepseek-v3.2", usage=one_one),
+        _row(**bot, day=DAY3, model="claude-haiku-4.5",
+             usage=TokenUsage(prompt_tokens=M, completion_tokens=100_000)),
+    ]  # fmt: skip
     failed = dict(rows[2], request_id=uuid.uuid4(), status="upstream_error", http_status=502,
                   prompt_tokens=None, completion_tokens=None, cached_prompt_tokens=None,
                   usage_source="missing", price_version_id=None, billing_currency=None,
