@@ -53,6 +53,14 @@ def register(sub: Any) -> None:
     stat = rsub.add_parser("status", help="raw rows and rollup rows, retention horizon")
     stat.set_defaults(func=cmd_status)
 
+    from gateway.devtools.usage_api_bench import add_arguments
+
+    bench = sub.add_parser(
+        "usage-api-bench", help="seed a large ledger and time the usage API over HTTP (bounded)"
+    )
+    add_arguments(bench)
+    bench.set_defaults(func=cmd_usage_api_bench)
+
 
 def _day(value: str) -> dt.date:
     try:
@@ -170,3 +178,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     horizon = f"{s.pruned_before:%Y-%m-%d}" if s.pruned_before else "never pruned"
     print(f"raw rows pruned before: {horizon}")
     return 0
+
+
+def cmd_usage_api_bench(args: argparse.Namespace) -> int:
+    from gateway.devtools.usage_api_bench import bench
+
+    return bench(args)
