@@ -6,7 +6,6 @@ import argparse
 import getpass
 import os
 import secrets
-import subprocess
 import sys
 from pathlib import Path
 
@@ -119,15 +118,6 @@ def run_dashboard(args: argparse.Namespace) -> int:
             f"`admin` with the one-time password {password}",
             flush=True,
         )
-    # the closed days' rollup is built beside the server and stored on disk, so that the
-    # first visitor does not wait for a scan of the ledger
-    subprocess.Popen(
-        [sys.executable, "-m", "dashboard.warm"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     # become the server: signals (Ctrl-C, a demo's SIGTERM) reach Streamlit directly;
     # os.execve does not return (it raises OSError if it cannot run Streamlit)
     command = streamlit_command(args.host, args.port)

@@ -30,7 +30,7 @@ END = dt.datetime(2026, 11, 20, 15, 30, tzinfo=dt.UTC)
 @pytest.fixture
 def seeded(database_url, ledger_engine, empty_usage):
     st.cache_data.clear()
-    st.cache_resource.clear()  # the rollup of closed days, held per database
+    st.cache_resource.clear()
     seed_ledger(database_url, CFG, 3000, days=20, end=END, seed=11)
     missing = record(
         started_at=END - dt.timedelta(hours=2),
@@ -210,11 +210,7 @@ def test_a_team_scope_keeps_every_query_to_that_teams_rows(seeded, ledger_engine
     assert set(values["app"]) == {"search", "internal-tools"}
 
 
-def test_ledger_bounds_and_no_rollup_before_the_first_request(
-    seeded, ledger_engine, tmp_path, monkeypatch
-):
-    monkeypatch.setenv("COSTGATE_STATE_DIR", str(tmp_path))  # the rollup stores its days here
-    st.cache_resource.clear()
+def test_ledger_bounds_and_a_range_from_1900(seeded, ledger_engine):
     with ledger_engine.connect() as conn:
         first, last = conn.execute(
             text(
@@ -225,10 +221,6 @@ def test_ledger_bounds_and_no_rollup_before_the_first_request(
     assert queries.ledger_bounds(seeded) == (first, last)
     everything = Filters(dt.date(1900, 1, 1), END.date())
     assert totals(queries.cube(seeded, everything)).requests == sql_sums(ledger_engine)["requests"]
-    stored = sorted(p.stem for p in (tmp_path / "dashboard-rollup").glob("*/*.pkl"))
-    # the closed days from the first request to the range's end, not one of 1900..first
-    span = (END.date() - first).days + 1
-    assert stored == [(first + dt.timedelta(days=i)).isoformat() for i in range(span)]
 
 
 def test_an_empty_ledger_has_no_bounds(database_url, empty_usage):
