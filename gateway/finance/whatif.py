@@ -12,7 +12,9 @@ A scenario is applied to each ledger group in two steps:
    model's list prices.
 Cache hits cost nothing in every scenario. The re-priced cost is computed on the group's
 token sums at base rates (long-prompt tiers are a per-request rule the sums cannot
-apply): docs/FINANCE.md.
+apply); what the ledger's own figure differs from that same computation at the row's
+own prices stays with the row's model, so only what the scenario changes moves
+(docs/FINANCE.md).
 """
 
 from __future__ import annotations
@@ -131,7 +133,11 @@ def reprice(
     rows: list[WhatIfRow] = []
     zero = Decimal(0)
     for g in groups:
-        rows.append(WhatIfRow(g.day, g.app, g.model, g.actual_cost_usd, zero))
+        # what the ledger's per-request pricing (long-prompt tiers, rounding, cache hits'
+        # share) differs from pricing the group's sums: kept as it is, with the group's
+        # own model, so a scenario that changes nothing shows no difference at all
+        correction = g.actual_cost_usd - quantize_money(cost_usd(g.version, g, Decimal(1)))
+        rows.append(WhatIfRow(g.day, g.app, g.model, g.actual_cost_usd, correction))
         for model, share in scenario.destinations(g):
             version = g.version if model == g.model else lookup(model, g.day)
             if version is None:

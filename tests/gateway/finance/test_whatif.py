@@ -95,3 +95,18 @@ def test_weights_parse_and_refuse_nonsense():
     for bad in ("gpt-4.1", "a=-1", "a=0", "=3"):
         with pytest.raises(ValueError):
             parse_weights(bad)
+
+
+def test_what_the_sums_cannot_price_stays_with_the_rows_model(catalog, lookup):
+    # a 300k-token prompt on gemini-2.5-pro is priced at its long-prompt tier ($2.50 in,
+    # $15.00 out) by the ledger; the group's sums know no tier: that part of the cost
+    # stays with gemini-2.5-pro and the scenario moves only what it changes
+    g = group(catalog, "gemini-2.5-pro", Tokens(input=300_000, output=100_000))
+    assert g.actual_cost_usd == D("2.25")  # 0.3 × 2.50 + 0.1 × 15.00
+    assert totals(reprice([g], Scenario(), lookup)) == (D("2.25"), D("2.25"))
+    rows = reprice([g], Scenario(swaps={None: "gpt-4.1"}), lookup)
+    # the tier's extra over the base rates (0.375 + 0.50) stays; gpt-4.1 adds 0.6 + 0.8
+    assert summarize(rows, "model") == {
+        "gemini-2.5-pro": (D("2.25"), D("0.875")),
+        "gpt-4.1": (D(0), D("1.4")),
+    }
