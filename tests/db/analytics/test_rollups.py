@@ -255,3 +255,34 @@ def test_the_fold_inserts_groups_in_key_order(grain: rollup_sql.Grain) -> None:
     sql = rollup_sql.fold_usage_sql(grain, "new_rows")
     n = len(rollup_sql.usage_key(grain))
     assert f"ORDER BY {', '.join(str(i) for i in range(1, n + 1))}" in sql
+
+
+def test_the_migration_backfills_rows_written_before_it(database_url: str) -> None:
+    import psycopg
+    from sqlalchemy import make_url
+
+    from db.engine import libpq_url, make_engine
+    from db.migrate import upgrade
+    from tests.gateway.ledger.support import make_record as record
+
+    name = f"costgate_backfill_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(libpq_url(database_url), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(database_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade(url, "0005")
+        rows = [varied(i, END - dt.timedelta(hours=9 * i)) for i in range(60)]
+        asyncio.run(write(url, [rows]))
+        upgrade(url)
+        engine = make_engine(url)
+        try:
+            assert status(engine).daily_requests == 60
+            assert_rollups_equal_ledger(engine)
+            # and the triggers work from then on
+            asyncio.run(write(url, [[record(started_at=END)]]))
+            assert status(engine).daily_requests == 61
+        finally:
+            engine.dispose()
+    finally:
+        with psycopg.connect(libpq_url(database_url), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
