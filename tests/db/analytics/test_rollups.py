@@ -194,11 +194,16 @@ def test_rebuild_gives_the_rollups_the_triggers_kept(
     database_url: str, ledger_engine: Engine, clean_ledger: None
 ) -> None:
     seed_ledger(database_url, CFG, 1500, days=5, end=END, seed=9)
-    with ledger_engine.connect() as conn:
-        before = _norm(conn.execute(text("SELECT * FROM usage_rollup_hourly")).all())
+    tables = [*rollup_sql.USAGE_TABLES.values(), *rollup_sql.LATENCY_TABLES.values()]
+
+    def snapshot() -> list[list[tuple[Any, ...]]]:
+        with ledger_engine.connect() as conn:
+            return [_norm(conn.execute(text(f"SELECT * FROM {t}")).all()) for t in tables]
+
+    before = snapshot()
+    assert all(before)
     assert rebuild_all(ledger_engine) == 1500
-    with ledger_engine.connect() as conn:
-        assert _norm(conn.execute(text("SELECT * FROM usage_rollup_hourly")).all()) == before
+    assert snapshot() == before
 
 
 def test_deleting_rows_rebuilds_their_days_and_truncate_empties_the_rollups(
