@@ -314,6 +314,14 @@ def first_request_at(url: str) -> dt.datetime | None:
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def holds_seeded(url: str) -> bool:
+    """Whether `costgate seed` (or the demo) wrote synthetic history here: its audit row
+    (actor 'seed', gateway/devtools/seed.py) comes and goes with the seeded rows."""
+    sql = "SELECT EXISTS (SELECT 1 FROM routing_changes WHERE actor = 'seed') AS seeded"
+    return bool(_frame(url, sql, {})["seeded"].iloc[0])
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def ledger_is_empty(url: str) -> bool:
     frame = _frame(url, "SELECT NOT EXISTS (SELECT 1 FROM usage_records) AS empty", {})
     return bool(frame["empty"].iloc[0])

@@ -108,6 +108,11 @@ def render(user: SessionUser, database_url: str) -> Filters:
             values = sorted(set(options.get(param, [])) | set(current))
             chosen[field] = tuple(st.multiselect(param.capitalize(), values, key=key))
         st.caption("All dates and times are UTC.")
+        if queries.holds_seeded(database_url):
+            st.caption(
+                ":material/science: This ledger holds **seeded** synthetic history "
+                "(`costgate seed --remove` deletes it, and only it)."
+            )
         st.toggle("Auto-refresh", value=True, key="auto_refresh")
     # clamped again: a range the widget kept from before the ledger changed stays in bounds
     first, last = queries.ledger_bounds(database_url)

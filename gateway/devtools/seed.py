@@ -268,11 +268,15 @@ def remove_seeded(url: str) -> int:
 
 
 def holds_seeded(url: str) -> bool:
+    """Whether seeded history is in the ledger: its routing change, written with every
+    seeding and removed with it, answers without scanning the ledger."""
     from db.engine import libpq_url
 
     with psycopg.connect(libpq_url(url)) as conn:
-        row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM usage_records WHERE {SEEDED_SQL})")
-        return bool(row.fetchone()[0])  # type: ignore[index]
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM routing_changes WHERE actor = %s)", (SEED_ACTOR,)
+        ).fetchone()
+    return bool(row and row[0])
 
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
