@@ -255,8 +255,9 @@ def build_page(query: UsageQuery, rows: Iterable[Mapping[str, Any]]) -> dict[str
         {"object": "bucket", "start_time": s, "end_time": e, "results": by_bucket.get(s, [])}
         for s, e in query.buckets()
     ]
-    return {"object": "page", "data": data, "has_more": query.next_page() is not None,
-            "next_page": query.next_page()}
+    following = query.next_page()
+    return {"object": "page", "data": data, "has_more": following is not None,
+            "next_page": following}
 
 
 def encode_json(body: Any) -> bytes:
