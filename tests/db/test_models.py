@@ -34,6 +34,9 @@ def test_table_names_are_the_agreed_ones() -> None:
         "latency_rollup_hourly",
         "latency_rollup_daily",
         "usage_rollup_state",
+        # dated FX and imported invoices (docs/FINANCE.md)
+        "fx_rates",
+        "invoice_lines",
     }
 
 
