@@ -69,3 +69,9 @@ def test_pricing_unit_goes_with_pricing_quantity():
     row = {name: None for name in MANDATORY}
     row.update(PricingQuantity=Decimal(10), PricingUnit=None)
     assert "PricingUnit must be null exactly when PricingQuantity is" in check_row(row)
+
+
+def test_decimals_must_be_finite_and_in_decimal_columns():
+    assert check_value(BY_NAME["ListCost"], Decimal("NaN")) is not None
+    assert check_value(BY_NAME["ChargeCategory"], Decimal(1)) is not None
+    assert check_value(BY_NAME["ChargePeriodStart"], "2026-02-30T00:00:00Z") is not None
