@@ -269,6 +269,12 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     return 0
 
 
+def _six(amount: Decimal) -> str:
+    """Six places, and no "-0.000000" for a difference that rounds to nothing."""
+    rounded = amount.quantize(Decimal("0.000001"))
+    return f"{rounded + 0 if rounded.is_zero() else rounded:.6f}"
+
+
 def _usd(amount: Decimal) -> str:
     return f"{amount.quantize(Decimal('0.000001')):,}"
 
@@ -314,7 +320,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         mark = "  <-- over threshold" if m.flagged else ""
         print(
             f"{m.day.isoformat():<12} {m.model:<28} {m.ledger:>14.6f} {m.invoiced:>14.6f} "
-            f"{m.difference:>14.6f}{mark}"
+            f"{_six(m.difference):>14}{mark}"
         )
     over = flagged(matches)
     print(f"{len(matches)} day/model pairs in {currency}; {len(over)} over the threshold")
