@@ -144,27 +144,6 @@ def savings_split(cube: pd.DataFrame) -> Savings:
     )
 
 
-def savings_components(cube: pd.DataFrame) -> pd.DataFrame:
-    """Where the savings came from, each against what the same tokens would have cost."""
-    t = totals(cube)
-    return pd.DataFrame(
-        {
-            "component": [
-                "Routing to cheaper models (baseline list − list)",
-                "Provider price and FX (list − actual)",
-                "Cached prompt tokens (input rate − cached rate, at list)",
-                "Response cache (answers served without an upstream call, at list)",
-            ],
-            "savings_usd": [
-                t.routing_savings_usd,
-                t.provider_savings_usd,
-                t.cached_savings_usd,
-                t.cache_savings_usd,
-            ],
-        }
-    )
-
-
 def comparison_table(cube: pd.DataFrame) -> pd.DataFrame:
     """The seeds' comparison, per month and model: tokens, mix, price, cost and savings.
 
