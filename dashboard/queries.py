@@ -26,7 +26,7 @@ from sqlalchemy import Engine, text
 
 from dashboard.cube import COUNTS, DIMENSIONS, MONEY, normalize_cube
 from dashboard.filters import Filters
-from dashboard.latency import BINS_PER_LN, HISTOGRAM_COLUMNS, normalize_histogram
+from dashboard.latency import BINS_PER_LN, normalize_histogram
 from db.analytics.rollup_sql import LATENCY_TABLES, USAGE_TABLES
 from db.engine import make_engine
 
@@ -89,11 +89,13 @@ _ROLLUP_CUBE_SQL = (
     + " FROM {table} u WHERE {where} GROUP BY "
     + ", ".join(str(i) for i in range(1, len(DIMENSIONS) + 1))
 )
+# the histograms the pages read, summed over the dimensions they filter by in SQL but
+# never show (app, team, provider, endpoint: NULL here): per day and model, a few
+# hundred bins, where the rollup keeps one histogram per app, team, provider and endpoint
 _ROLLUP_HISTOGRAM_SQL = (
-    "SELECT "
-    + ", ".join(f"u.{c}" for c in HISTOGRAM_COLUMNS[:-1])
-    + ", sum(u.requests)::bigint AS requests FROM {table} u WHERE {where} GROUP BY "
-    + ", ".join(str(i) for i in range(1, len(HISTOGRAM_COLUMNS)))
+    "SELECT u.bucket, NULL AS app, NULL AS team, u.model, NULL AS provider, "
+    "NULL AS endpoint, u.metric, u.bin, sum(u.requests)::bigint AS requests "
+    "FROM {table} u WHERE {where} GROUP BY u.bucket, u.model, u.metric, u.bin"
 )
 
 REQUEST_COLUMNS = (
@@ -106,16 +108,11 @@ REQUEST_COLUMNS = (
     "trimmed_tokens"
 )
 
-# a loose index scan: one index probe per distinct value instead of reading every row
-_DISTINCT_SQL = """
-WITH RECURSIVE v AS (
-  (SELECT {col} AS value FROM usage_records WHERE {col} IS NOT NULL ORDER BY {col} LIMIT 1)
-  UNION ALL
-  SELECT (SELECT {col} FROM usage_records WHERE {col} > v.value ORDER BY {col} LIMIT 1)
-  FROM v WHERE v.value IS NOT NULL
+# from the daily rollup (every value the ledger holds, in far fewer rows): the ledger
+# has no index on every dimension, and a scan of 10M rows per widget would take seconds
+_DISTINCT_SQL = (
+    "SELECT DISTINCT {col} AS value FROM usage_rollup_daily WHERE {col} IS NOT NULL ORDER BY 1"
 )
-SELECT value FROM v WHERE value IS NOT NULL
-"""
 
 
 def where_clause(
