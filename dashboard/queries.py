@@ -76,19 +76,29 @@ WHERE {where} AND r.status = 'ok' AND m.ms IS NOT NULL
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 """
 
-_DIMS = ", ".join(
-    "u.key_id::text AS key_id" if d == "key_id" else f"u.{d}" for d in DIMENSIONS[1:]
-)
 # the cube from a rollup: its measures summed over the dimensions the cube drops
-# (requested model, billing currency, price version, baseline model)
-_ROLLUP_CUBE_SQL = (
-    f"SELECT u.bucket, {_DIMS}, "
-    + ", ".join(f"sum(u.{c})::bigint AS {c}" for c in COUNTS)
-    + ", "
-    + ", ".join(f"sum(u.{c}) AS {c}" for c in MONEY)
-    + " FROM {table} u WHERE {where} GROUP BY "
-    + ", ".join(str(i) for i in range(1, len(DIMENSIONS) + 1))
+# (requested model, billing currency, price version, baseline model), and over the ones
+# a page does not slice by (`dims`: NULL in the frame, so the figures stay the same sums)
+_ROLLUP_MEASURES = ", ".join(
+    [f"sum(u.{c})::bigint AS {c}" for c in COUNTS] + [f"sum(u.{c}) AS {c}" for c in MONEY]
 )
+
+
+def _rollup_cube_sql(table: str, where: str, dims: tuple[str, ...] | None) -> str:
+    kept = [d for d in DIMENSIONS[1:] if dims is None or d in dims]
+    select = ", ".join(
+        ("u.key_id::text" if d == "key_id" else f"u.{d}") + f" AS {d}"
+        if d in kept
+        else f"NULL AS {d}"
+        for d in DIMENSIONS[1:]
+    )
+    group = ", ".join(["u.bucket", *(f"u.{d}" for d in kept)])
+    return (
+        f"SELECT u.bucket, {select}, {_ROLLUP_MEASURES} FROM {table} u "
+        f"WHERE {where} GROUP BY {group}"
+    )
+
+
 # the histograms the pages read, summed over the dimensions they filter by in SQL but
 # never show (app, team, provider, endpoint: NULL here): per day and model, a few
 # hundred bins, where the rollup keeps one histogram per app, team, provider and endpoint
@@ -186,10 +196,15 @@ def _floor(t: dt.datetime, grain: str) -> dt.datetime:
 
 
 def _rollup_cube(
-    url: str, filters: Filters, start: dt.datetime, end: dt.datetime, grain: str
+    url: str,
+    filters: Filters,
+    start: dt.datetime,
+    end: dt.datetime,
+    grain: str,
+    dims: tuple[str, ...] | None,
 ) -> pd.DataFrame:
     where, params = where_clause(filters, _floor(start, grain), end, "u", "bucket")
-    sql = _ROLLUP_CUBE_SQL.format(table=USAGE_TABLES[grain], where=where)  # type: ignore[index]
+    sql = _rollup_cube_sql(USAGE_TABLES[grain], where, dims)  # type: ignore[index]
     return normalize_cube(_frame(url, sql, params))
 
 
@@ -203,18 +218,30 @@ def _rollup_histogram(
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def cube(
-    url: str, filters: Filters, start: dt.datetime | None = None, end: dt.datetime | None = None
+    url: str,
+    filters: Filters,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    dims: tuple[str, ...] | None = None,
 ) -> pd.DataFrame:
-    """The cube for the filters' period (or [start, end)), at the filters' grain."""
+    """The cube for the filters' period (or [start, end)), at the filters' grain; with
+    `dims`, only those dimensions keep their values (the others are None), which makes
+    the frame of a page that slices by few of them small at any ledger size."""
     start, end = start or filters.start_at, end or filters.end_at
     if filters.grain == "minute":  # a young ledger's few hours: raw rows
         return _ledger_cube(url, filters, start, end, "minute")
-    return _rollup_cube(url, filters, start, end, filters.grain)
+    return _rollup_cube(url, filters, start, end, filters.grain, dims)
+
+
+# what the overview shows: totals (errors are by status) and series over time
+OVERVIEW_DIMS = ("status",)
+# the savings page: by model and provider, the seeds' monthly table by model
+SAVINGS_DIMS = ("model", "provider", "status")
 
 
 def cube_with_previous(url: str, filters: Filters) -> pd.DataFrame:
     """One cube covering the previous period and this one, for period-over-period KPIs."""
-    return cube(url, filters, filters.previous.start_at, filters.end_at)
+    return cube(url, filters, filters.previous.start_at, filters.end_at, OVERVIEW_DIMS)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -30,7 +30,7 @@ def body() -> None:
     if ledger_is_empty(ctx):
         return
     f = ctx.filters
-    cube = queries.cube(ctx.url, f)
+    cube = queries.cube(ctx.url, f, dims=queries.SAVINGS_DIMS)
     t = totals(cube)
     if t.requests == 0:
         no_match()

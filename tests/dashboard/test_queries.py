@@ -15,7 +15,7 @@ from dashboard import queries
 from dashboard.cube import CUBE_COLUMNS, DIMENSIONS, records_to_cube
 from dashboard.filters import Filters
 from dashboard.latency import latency_table
-from dashboard.spend import export_frame, totals
+from dashboard.spend import breakdown, export_frame, totals
 from gateway.devtools.seed import seed_ledger
 from gateway.domain.config import default_config_path, load_config
 from gateway.domain.pricing import PriceCatalog
@@ -276,3 +276,16 @@ def test_savings_waterfall_adds_up_to_the_headline_to_the_cent(seeded, ledger_en
     assert cents.saved_usd == round(no_costgate - billed, 2)
     assert sum(cents.steps.values()) == cents.saved_usd == cents.no_costgate_usd - cents.billed_usd
     assert abs(cents.billed_usd - round(billed, 2)) <= Decimal("0.01")
+
+
+@pytest.mark.parametrize("dims", [queries.OVERVIEW_DIMS, queries.SAVINGS_DIMS])
+def test_a_cube_of_fewer_dimensions_has_the_same_figures(seeded, dims):
+    filters = Filters(END.date() - dt.timedelta(days=29), END.date())
+    full = queries.cube(seeded, filters)
+    some = queries.cube(seeded, filters, dims=dims)
+    assert len(some) < len(full)
+    assert totals(some) == totals(full)
+    for by in [d for d in dims if d != "status"]:
+        assert breakdown(some, by).equals(breakdown(full, by))
+    dropped = [d for d in DIMENSIONS[1:] if d not in dims]
+    assert some[dropped].isna().all().all()
