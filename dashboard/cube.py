@@ -203,12 +203,26 @@ def rollup(cube: pd.DataFrame, by: list[str], freq: str | None = None) -> pd.Dat
         return pd.DataFrame(columns=[*keys, *COUNTS, *MONEY])
     grouped = frame.groupby(keys, dropna=False, sort=True)
     out = grouped[list(COUNTS)].sum()
-    for c in MONEY:
-        out[c] = grouped[c].agg(dsum)
+    money = _money_sums(grouped.ngroup().to_numpy(), frame, len(out))
+    for i, c in enumerate(MONEY):
+        out[c] = pd.Series([row[i] for row in money], index=out.index, dtype=object)
     out = out.reset_index()
     for k in by:  # groupby turns a None key into NaN: keep "no value" as None
         out[k] = out[k].astype(object).where(out[k].notna(), None)
     return out
+
+
+def _money_sums(codes: Any, frame: pd.DataFrame, groups: int) -> list[list[Decimal | None]]:
+    """dsum of every money column per group, in one pass over the rows (pandas' own
+    object aggregation calls back into Python per group and column: 10x slower here)."""
+    sums: list[list[Decimal | None]] = [[None] * len(MONEY) for _ in range(groups)]
+    for code, values in zip(codes, frame[list(MONEY)].itertuples(index=False), strict=True):
+        acc = sums[code]
+        for i, v in enumerate(values):
+            if v is None or (isinstance(v, float) and v != v):
+                continue
+            acc[i] = Decimal(v) if acc[i] is None else acc[i] + v
+    return sums
 
 
 def period_start(buckets: pd.Series[pd.Timestamp], freq: str) -> pd.Series[pd.Timestamp]:
