@@ -47,7 +47,7 @@ def _warm(url: str) -> None:
     queries.holds_seeded(url)
     queries.dimension_values(url)
     queries.cube_with_previous(url, f)  # the overview's, where a sign-in lands
-    queries.histogram(url, f, f.previous.start_at, f.end_at)
+    queries.histogram(url, f, f.previous.start_at, f.end_at, per_model=False)
     queries.cube(url, f, dims=queries.SAVINGS_DIMS)
     queries.cube(url, f)  # the other finance pages'
     queries.histogram(url, f)  # latency & errors

@@ -103,9 +103,9 @@ def _rollup_cube_sql(table: str, where: str, dims: tuple[str, ...] | None) -> st
 # never show (app, team, provider, endpoint: NULL here): per day and model, a few
 # hundred bins, where the rollup keeps one histogram per app, team, provider and endpoint
 _ROLLUP_HISTOGRAM_SQL = (
-    "SELECT u.bucket, NULL AS app, NULL AS team, u.model, NULL AS provider, "
+    "SELECT u.bucket, NULL AS app, NULL AS team, {model} AS model, NULL AS provider, "
     "NULL AS endpoint, u.metric, u.bin, sum(u.requests)::bigint AS requests "
-    "FROM {table} u WHERE {where} GROUP BY u.bucket, u.model, u.metric, u.bin"
+    "FROM {table} u WHERE {where} GROUP BY u.bucket, {model}, u.metric, u.bin"
 )
 
 REQUEST_COLUMNS = (
@@ -209,10 +209,17 @@ def _rollup_cube(
 
 
 def _rollup_histogram(
-    url: str, filters: Filters, start: dt.datetime, end: dt.datetime, grain: str
+    url: str,
+    filters: Filters,
+    start: dt.datetime,
+    end: dt.datetime,
+    grain: str,
+    per_model: bool,
 ) -> pd.DataFrame:
     where, params = where_clause(filters, _floor(start, grain), end, "u", "bucket")
-    sql = _ROLLUP_HISTOGRAM_SQL.format(table=LATENCY_TABLES[grain], where=where)  # type: ignore[index]
+    table = LATENCY_TABLES[grain]  # type: ignore[index]
+    model = "u.model" if per_model else "NULL::text"
+    sql = _ROLLUP_HISTOGRAM_SQL.format(table=table, where=where, model=model)
     return normalize_histogram(_frame(url, sql, params))
 
 
@@ -246,13 +253,18 @@ def cube_with_previous(url: str, filters: Filters) -> pd.DataFrame:
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def histogram(
-    url: str, filters: Filters, start: dt.datetime | None = None, end: dt.datetime | None = None
+    url: str,
+    filters: Filters,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    per_model: bool = True,
 ) -> pd.DataFrame:
-    """Latency and TTFT histograms of successful requests, same period and grain as `cube`."""
+    """Latency and TTFT histograms of successful requests, same period and grain as `cube`
+    (`per_model=False`: one histogram per bucket, for a page showing no model)."""
     start, end = start or filters.start_at, end or filters.end_at
     if filters.grain == "minute":
         return _ledger_histogram(url, filters, start, end, "minute")
-    return _rollup_histogram(url, filters, start, end, filters.grain)
+    return _rollup_histogram(url, filters, start, end, filters.grain, per_model)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

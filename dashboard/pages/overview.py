@@ -23,7 +23,7 @@ def body() -> None:
     both = queries.cube_with_previous(ctx.url, f)
     now = totals(between(both, f.start_at, f.end_at))
     before = totals(between(both, f.previous.start_at, f.previous.end_at))
-    hist = queries.histogram(ctx.url, f, f.previous.start_at, f.end_at)
+    hist = queries.histogram(ctx.url, f, f.previous.start_at, f.end_at, per_model=False)
     overview_tiles(
         now,
         before,

@@ -289,3 +289,15 @@ def test_a_cube_of_fewer_dimensions_has_the_same_figures(seeded, dims):
         assert breakdown(some, by).equals(breakdown(full, by))
     dropped = [d for d in DIMENSIONS[1:] if d not in dims]
     assert some[dropped].isna().all().all()
+
+
+def test_one_histogram_per_bucket_gives_the_same_percentiles(seeded):
+    from dashboard.latency import latency_quantile
+
+    f = Filters(END.date() - dt.timedelta(days=29), END.date())
+    by_model = queries.histogram(seeded, f)
+    merged = queries.histogram(seeded, f, per_model=False)
+    assert len(merged) < len(by_model) and merged["model"].isna().all()
+    assert merged["requests"].sum() == by_model["requests"].sum()
+    for q in (0.5, 0.95, 0.99):
+        assert latency_quantile(merged, q) == latency_quantile(by_model, q)
