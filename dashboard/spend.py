@@ -15,7 +15,7 @@ from decimal import Decimal
 import pandas as pd
 
 from dashboard.cube import PER_MILLION, dsum, rollup
-from gateway.domain.savings import LedgerSums, Savings, decompose
+from gateway.domain.savings import STEPS, LedgerSums, Savings, decompose
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,9 +193,33 @@ def export_frame(cube: pd.DataFrame) -> pd.DataFrame:
         "list_spend_usd",
         "savings_usd",
         "unknown_cost_requests",
+        # the Savings page's split (gateway.domain.savings, docs/SAVINGS.md), per row
+        "no_costgate_usd",
+        "saved_usd",
+        *(f"saved_{step}_usd" for step in STEPS),
     ]
     if r.empty:
         return pd.DataFrame(columns=columns)
+    splits = [
+        decompose(LedgerSums(lst, billed, routing, cached, hits))
+        for lst, billed, routing, cached, hits in zip(
+            r["list_cost_usd"],
+            r["actual_cost_usd"],
+            r["routing_savings_usd"],
+            r["cached_savings_usd"],
+            r["cache_savings_usd"],
+            strict=True,
+        )
+    ]
+    # a row with no priced request has no split (unknown, never $0)
+    known = [None if v is None else s for v, s in zip(r["actual_cost_usd"], splits, strict=True)]
+    split_columns = {
+        "no_costgate_usd": [None if s is None else s.no_costgate_usd for s in known],
+        "saved_usd": [None if s is None else s.saved_usd for s in known],
+    } | {
+        f"saved_{step}_usd": [None if s is None else s.steps[step] for s in known]
+        for step in STEPS
+    }
     return pd.DataFrame(
         {
             "day": r["period"].dt.strftime("%Y-%m-%d"),
@@ -210,5 +234,6 @@ def export_frame(cube: pd.DataFrame) -> pd.DataFrame:
             "list_spend_usd": r["list_cost_usd"],
             "savings_usd": r["savings_usd"],
             "unknown_cost_requests": r["unknown_cost_requests"],
+            **split_columns,
         }
     )[columns]

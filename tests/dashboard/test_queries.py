@@ -12,7 +12,7 @@ import streamlit as st
 from sqlalchemy import text
 
 from dashboard import queries
-from dashboard.cube import CUBE_COLUMNS, DIMENSIONS, records_to_cube
+from dashboard.cube import CUBE_COLUMNS, DIMENSIONS, dsum, records_to_cube
 from dashboard.filters import Filters
 from dashboard.latency import latency_table
 from dashboard.spend import breakdown, export_frame, totals
@@ -301,3 +301,23 @@ def test_one_histogram_per_bucket_gives_the_same_percentiles(seeded):
     assert merged["requests"].sum() == by_model["requests"].sum()
     for q in (0.5, 0.95, 0.99):
         assert latency_quantile(merged, q) == latency_quantile(by_model, q)
+
+
+def test_the_export_carries_the_savings_split_adding_up_to_the_pages(seeded):
+    f = Filters(END.date() - dt.timedelta(days=29), END.date())
+    cube = queries.cube(seeded, f)
+    out = export_frame(cube)
+    split = totals(cube).savings
+    assert dsum(out["no_costgate_usd"]) == split.no_costgate_usd
+    assert dsum(out["saved_usd"]) == split.saved_usd
+    for step in ("routing", "cached_tokens", "provider_price_fx", "cache_hits"):
+        assert dsum(out[f"saved_{step}_usd"]) == split.steps[step]
+    priced = out[out["saved_usd"].notna()]
+    assert all(
+        r.saved_usd
+        == r.saved_routing_usd
+        + r.saved_cached_tokens_usd
+        + r.saved_provider_price_fx_usd
+        + r.saved_cache_hits_usd
+        for r in priced.itertuples()
+    )
