@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 from sqlalchemy.exc import OperationalError
 
-from dashboard import queries
+from dashboard import prewarm
 from dashboard.components import session, sidebar
 from dashboard.components.page import PAGES as PAGE_SPECS
 from dashboard.settings import load_settings
@@ -22,8 +22,8 @@ PAGES = Path(__file__).resolve().parent / "pages"
 
 st.set_page_config(page_title="costgate", page_icon=":material/paid:", layout="wide")
 settings = load_settings()
-# the default views' daily rollup builds in the background while the user signs in
-queries.warm_rollup(settings.database_url)
+# imports, connections and the default view's queries, while the user signs in
+prewarm.start(settings.database_url)
 user = session.require_user()
 allowed = [spec for spec in PAGE_SPECS if user.can(spec.needs)]
 sections: dict[str, list[st.Page]] = {}

@@ -53,7 +53,7 @@ MONEY = (
     "cache_savings_usd",  # the part of savings_usd from response-cache hits (actual 0)
 )
 CUBE_COLUMNS = DIMENSIONS + COUNTS + MONEY
-GRAINS = {"hour": "h", "day": "D"}
+GRAINS = {"minute": "min", "hour": "h", "day": "D"}
 PER_MILLION = Decimal(1_000_000)
 # requests that got an answer: a NULL cost on one of these is a cost we do not know
 # (failed requests without usage are reported as errors instead)
@@ -203,12 +203,26 @@ def rollup(cube: pd.DataFrame, by: list[str], freq: str | None = None) -> pd.Dat
         return pd.DataFrame(columns=[*keys, *COUNTS, *MONEY])
     grouped = frame.groupby(keys, dropna=False, sort=True)
     out = grouped[list(COUNTS)].sum()
-    for c in MONEY:
-        out[c] = grouped[c].agg(dsum)
+    money = _money_sums(grouped.ngroup().to_numpy(), frame, len(out))
+    for i, c in enumerate(MONEY):
+        out[c] = pd.Series([row[i] for row in money], index=out.index, dtype=object)
     out = out.reset_index()
     for k in by:  # groupby turns a None key into NaN: keep "no value" as None
         out[k] = out[k].astype(object).where(out[k].notna(), None)
     return out
+
+
+def _money_sums(codes: Any, frame: pd.DataFrame, groups: int) -> list[list[Decimal | None]]:
+    """dsum of every money column per group, in one pass over the rows (pandas' own
+    object aggregation calls back into Python per group and column: 10x slower here)."""
+    sums: list[list[Decimal | None]] = [[None] * len(MONEY) for _ in range(groups)]
+    for code, values in zip(codes, frame[list(MONEY)].itertuples(index=False), strict=True):
+        acc = sums[code]
+        for i, v in enumerate(values):
+            if v is None or (isinstance(v, float) and v != v):
+                continue
+            acc[i] = Decimal(v) if acc[i] is None else acc[i] + v
+    return sums
 
 
 def period_start(buckets: pd.Series[pd.Timestamp], freq: str) -> pd.Series[pd.Timestamp]:

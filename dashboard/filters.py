@@ -5,6 +5,12 @@ Dates are whole UTC days, `start` and `end` inclusive. The URL holds
 values missing from it take the defaults (the last 30 days, everything). `clamp` keeps a
 range to the ledger's data and at most `MAX_SPAN_DAYS`, whatever the URL asks for.
 
+The default period follows the data (`fitted_default`): a ledger younger than
+`MINUTE_VIEW_MAX` is shown from its first request to now in minutes (`since`/`until`, a
+window finer than whole days), one up to two days old in hours, an older one in days over
+its last 30 days (or since its first day, if that is later), so that a new user's first
+look shows the data they have, not one point on a 30-day axis.
+
 `team_scope` is not a filter the user picks: it is the signed-in user's team (for a
 team-scoped user), set on the server and never read from the URL, and every query
 applies it on top of the other filters.
@@ -18,6 +24,11 @@ from collections.abc import Mapping
 from typing import Any
 
 DEFAULT_DAYS = 30
+# a ledger younger than this is shown in minutes, from its first request to now
+MINUTE_VIEW_MAX = dt.timedelta(hours=6)
+# the end of a minute view is now rounded up to this (stable for a while: cacheable)
+MINUTE_VIEW_STEP = dt.timedelta(minutes=10)
+FREQS = {"minute": "min", "hour": "h", "day": "D"}
 # the longest range a view covers: a year and a month, so that a year-over-year month fits
 MAX_SPAN_DAYS = 400
 DIMENSION_PARAMS = {
@@ -39,14 +50,21 @@ class Filters:
     providers: tuple[str, ...] = ()
     endpoints: tuple[str, ...] = ()  # the APIs called: chat.completions, embeddings...
     team_scope: str | None = None
+    # a window finer than days (a young ledger's default view): [since, until)
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
 
     @property
     def start_at(self) -> dt.datetime:
+        if self.since is not None:
+            return self.since
         return dt.datetime.combine(self.start, dt.time(), dt.UTC)
 
     @property
     def end_at(self) -> dt.datetime:
-        """Exclusive: midnight UTC after the last day."""
+        """Exclusive: midnight UTC after the last day (or the window's end)."""
+        if self.until is not None:
+            return self.until
         return dt.datetime.combine(self.end + dt.timedelta(days=1), dt.time(), dt.UTC)
 
     @property
@@ -56,6 +74,15 @@ class Filters:
     @property
     def previous(self) -> Filters:
         """The period of the same length just before this one."""
+        if self.since is not None and self.until is not None:
+            span = self.until - self.since
+            return dataclasses.replace(
+                self,
+                since=self.since - span,
+                until=self.since,
+                start=(self.since - span).date(),
+                end=self.since.date(),
+            )
         return dataclasses.replace(
             self,
             start=self.start - dt.timedelta(days=self.days),
@@ -64,15 +91,39 @@ class Filters:
 
     @property
     def grain(self) -> str:
-        """Hourly buckets for short ranges, daily otherwise."""
+        """Minutes for a window of a few hours, hours for a day or two, days otherwise."""
+        if self.since is not None and self.end_at - self.start_at <= MINUTE_VIEW_MAX:
+            return "minute"
         return "hour" if self.days <= 2 else "day"
 
+    @property
+    def freq(self) -> str:
+        """The grain as a pandas frequency, for charts and `dashboard.cube.rollup`."""
+        return FREQS[self.grain]
+
     def label(self) -> str:
+        if self.since is not None:
+            return f"{self.start_at:%Y-%m-%d %H:%M} → {self.end_at:%Y-%m-%d %H:%M} (UTC)"
         return f"{self.start:%Y-%m-%d} → {self.end:%Y-%m-%d} (UTC)"
 
 
 def default_filters(today: dt.date) -> Filters:
     return Filters(start=today - dt.timedelta(days=DEFAULT_DAYS - 1), end=today)
+
+
+def fitted_default(first_at: dt.datetime | None, now: dt.datetime) -> Filters:
+    """The default period for a ledger whose first request is at `first_at` (module
+    docstring): minutes while it is young, then hours, then days."""
+    today = now.date()
+    if first_at is None or first_at > now:
+        return default_filters(today)
+    if now - first_at < MINUTE_VIEW_MAX:
+        since = first_at.replace(second=0, microsecond=0)
+        step = MINUTE_VIEW_STEP
+        until = since + ((now - since) // step + 1) * step
+        return Filters(start=since.date(), end=until.date(), since=since, until=until)
+    start = max(first_at.date(), today - dt.timedelta(days=DEFAULT_DAYS - 1))
+    return Filters(start=start, end=today)
 
 
 def _date(value: Any) -> dt.date | None:
@@ -89,20 +140,28 @@ def _names(value: Any) -> tuple[str, ...]:
     return tuple(sorted({p.strip() for p in parts if p and p.strip()}))
 
 
-def from_query_params(params: Mapping[str, Any], today: dt.date) -> Filters:
-    """Filters from URL parameters; anything missing or malformed takes its default."""
-    default = default_filters(today)
-    start = _date(params.get("from")) or default.start
-    end = _date(params.get("to")) or default.end
+def from_query_params(
+    params: Mapping[str, Any], today: dt.date, default: Filters | None = None
+) -> Filters:
+    """Filters from URL parameters; anything missing or malformed takes its default
+    (`default`: the data's, see `fitted_default`; the last 30 days without it)."""
+    default = default or default_filters(today)
+    start_param, end_param = _date(params.get("from")), _date(params.get("to"))
+    start = start_param or default.start
+    end = end_param or default.end
     if end < start:
         start, end = end, start
     def names(param: str) -> tuple[str, ...]:
         return _names(params.get(param))
 
+    # the data's window only when the URL names no dates at all
+    window = start_param is None and end_param is None
     # never a team scope: that comes from the signed-in user, not from the URL
     return Filters(
         start=start,
         end=end,
+        since=default.since if window else None,
+        until=default.until if window else None,
         apps=names("app"),
         teams=names("team"),
         models=names("model"),
@@ -125,6 +184,8 @@ def clamp(
     the first request, but never to less than the default 30 days, so that the default
     view of a young ledger keeps its length; and a range spans at most `max_days`.
     """
+    if filters.since is not None:  # the data's own window (fitted_default): in bounds
+        return filters, None
     upper = max(today, last_day or today)
     end = min(filters.end, upper)
     start = min(filters.start, end)
@@ -154,7 +215,11 @@ def clamp(
 
 
 def to_query_params(filters: Filters) -> dict[str, str]:
-    out = {"from": filters.start.isoformat(), "to": filters.end.isoformat()}
+    """The URL of a view; a data-fitted window (`since`) leaves the dates out, so the
+    link keeps following the data."""
+    out = {}
+    if filters.since is None:
+        out = {"from": filters.start.isoformat(), "to": filters.end.isoformat()}
     for param, field in DIMENSION_PARAMS.items():
         values = getattr(filters, field)
         if values:

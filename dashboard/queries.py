@@ -1,34 +1,33 @@
 """Every SQL statement the dashboard runs, through SQLAlchemy, cached with a TTL.
 
-Aggregation happens in PostgreSQL (GROUP BY over an indexed time range, NUMERIC sums),
-so pages receive small frames however large the ledger is: the cube (see
-`dashboard.cube`) and latency histograms (see `dashboard.latency`), one page of the
-request log. Closed days come from the in-process daily rollup (`dashboard.rollup`);
-today, and hourly views of short ranges, straight from the ledger.
+Aggregation happens in PostgreSQL, so pages receive small frames however large the
+ledger is: the cube (see `dashboard.cube`) and latency histograms (see
+`dashboard.latency`), one page of the request log. Day and hour views sum the hourly and
+daily rollups PostgreSQL keeps as rows arrive (docs/ROLLUPS.md: the cube's very
+measures, kept by triggers in the writer's transaction), so a freshly started dashboard,
+or a second replica, needs no warm-up of its own; minute views of a young ledger, and
+drill-down, read raw rows.
 Results are cached for `CACHE_TTL_S` seconds per (database, filters); the pages refresh
 on a timer, so a new row shows up within that time.
 
 A team-scoped user's filters carry `team_scope`, which every statement here applies
-(`where_clause`, the rollup's pandas selection, the drill-down by id): the scope is
-enforced where the rows are read, not by what the pages offer.
+(`where_clause`, the drill-down by id): the scope is enforced where the rows are read,
+not by what the pages offer.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine, text
 
-from dashboard.cube import empty_cube, normalize_cube, select
-from dashboard.filters import DEFAULT_DAYS, Filters
-from dashboard.latency import BINS_PER_LN, empty_histogram, normalize_histogram
-from dashboard.rollup import DayStore, LedgerRollup
-from db.embedded import state_dir
+from dashboard.cube import COUNTS, DIMENSIONS, MONEY, normalize_cube
+from dashboard.filters import Filters
+from dashboard.latency import BINS_PER_LN, normalize_histogram
+from db.analytics.rollup_sql import LATENCY_TABLES, USAGE_TABLES
 from db.engine import make_engine
 
 CACHE_TTL_S = 30
@@ -77,6 +76,38 @@ WHERE {where} AND r.status = 'ok' AND m.ms IS NOT NULL
 GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
 """
 
+# the cube from a rollup: its measures summed over the dimensions the cube drops
+# (requested model, billing currency, price version, baseline model), and over the ones
+# a page does not slice by (`dims`: NULL in the frame, so the figures stay the same sums)
+_ROLLUP_MEASURES = ", ".join(
+    [f"sum(u.{c})::bigint AS {c}" for c in COUNTS] + [f"sum(u.{c}) AS {c}" for c in MONEY]
+)
+
+
+def _rollup_cube_sql(table: str, where: str, dims: tuple[str, ...] | None) -> str:
+    kept = [d for d in DIMENSIONS[1:] if dims is None or d in dims]
+    select = ", ".join(
+        ("u.key_id::text" if d == "key_id" else f"u.{d}") + f" AS {d}"
+        if d in kept
+        else f"NULL AS {d}"
+        for d in DIMENSIONS[1:]
+    )
+    group = ", ".join(["u.bucket", *(f"u.{d}" for d in kept)])
+    return (
+        f"SELECT u.bucket, {select}, {_ROLLUP_MEASURES} FROM {table} u "
+        f"WHERE {where} GROUP BY {group}"
+    )
+
+
+# the histograms the pages read, summed over the dimensions they filter by in SQL but
+# never show (app, team, provider, endpoint: NULL here): per day and model, a few
+# hundred bins, where the rollup keeps one histogram per app, team, provider and endpoint
+_ROLLUP_HISTOGRAM_SQL = (
+    "SELECT u.bucket, NULL AS app, NULL AS team, {model} AS model, NULL AS provider, "
+    "NULL AS endpoint, u.metric, u.bin, sum(u.requests)::bigint AS requests "
+    "FROM {table} u WHERE {where} GROUP BY u.bucket, {model}, u.metric, u.bin"
+)
+
 REQUEST_COLUMNS = (
     "request_id, started_at, ended_at, app, team, key_id, requested_model, alias, model, "
     "provider, stream, status, http_status, error_class, prompt_tokens, "
@@ -87,29 +118,28 @@ REQUEST_COLUMNS = (
     "trimmed_tokens"
 )
 
-# a loose index scan: one index probe per distinct value instead of reading every row
-_DISTINCT_SQL = """
-WITH RECURSIVE v AS (
-  (SELECT {col} AS value FROM usage_records WHERE {col} IS NOT NULL ORDER BY {col} LIMIT 1)
-  UNION ALL
-  SELECT (SELECT {col} FROM usage_records WHERE {col} > v.value ORDER BY {col} LIMIT 1)
-  FROM v WHERE v.value IS NOT NULL
+# from the daily rollup (every value the ledger holds, in far fewer rows): the ledger
+# has no index on every dimension, and a scan of 10M rows per widget would take seconds
+_DISTINCT_SQL = (
+    "SELECT DISTINCT {col} AS value FROM usage_rollup_daily WHERE {col} IS NOT NULL ORDER BY 1"
 )
-SELECT value FROM v WHERE value IS NOT NULL
-"""
 
 
 def where_clause(
-    filters: Filters, start: dt.datetime | None = None, end: dt.datetime | None = None
+    filters: Filters,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    alias: str = "r",
+    time_column: str = "started_at",
 ) -> tuple[str, dict[str, Any]]:
-    """The WHERE of every ledger query: a UTC time range plus the dimension filters."""
+    """The WHERE of every ledger (or rollup) query: a UTC time range plus the filters."""
     params: dict[str, Any] = {
         "start": start or filters.start_at,
         "end": end or filters.end_at,
     }
-    parts = ["r.started_at >= :start", "r.started_at < :end"]
+    parts = [f"{alias}.{time_column} >= :start", f"{alias}.{time_column} < :end"]
     if filters.team_scope is not None:
-        parts.append("r.team = :scope_team")
+        parts.append(f"{alias}.team = :scope_team")
         params["scope_team"] = filters.team_scope
     for column, values in (
         ("app", filters.apps),
@@ -119,7 +149,7 @@ def where_clause(
         ("endpoint", filters.endpoints),
     ):
         if values:
-            parts.append(f"r.{column} = ANY(:{column}s)")
+            parts.append(f"{alias}.{column} = ANY(:{column}s)")
             params[f"{column}s"] = list(values)
     return " AND ".join(parts), params
 
@@ -129,12 +159,8 @@ def engine_for(url: str) -> Engine:
     return make_engine(url, pool_size=4, max_overflow=4)
 
 
-def _frame(
-    url: str | Engine, sql: str, params: dict[str, Any], hash_groups: bool = False
-) -> pd.DataFrame:
-    # an Engine, not its URL, when called from the rollup's thread (no Streamlit context)
-    engine = url if isinstance(url, Engine) else engine_for(url)
-    with engine.begin() as conn:
+def _frame(url: str, sql: str, params: dict[str, Any], hash_groups: bool = False) -> pd.DataFrame:
+    with engine_for(url).begin() as conn:
         if hash_groups:
             # the planner overestimates the groups and sorts ~1M rows; hashing the ~10k
             # real groups measured 1.8x faster here
@@ -147,7 +173,7 @@ def _frame(
 
 
 def _ledger_cube(
-    url: str | Engine, filters: Filters, start: dt.datetime, end: dt.datetime, grain: str
+    url: str, filters: Filters, start: dt.datetime, end: dt.datetime, grain: str
 ) -> pd.DataFrame:
     where, params = where_clause(filters, start, end)
     params["grain"] = grain
@@ -155,7 +181,7 @@ def _ledger_cube(
 
 
 def _ledger_histogram(
-    url: str | Engine, filters: Filters, start: dt.datetime, end: dt.datetime, grain: str
+    url: str, filters: Filters, start: dt.datetime, end: dt.datetime, grain: str
 ) -> pd.DataFrame:
     where, params = where_clause(filters, start, end)
     params |= {"grain": grain, "bins_per_ln": BINS_PER_LN}
@@ -163,111 +189,82 @@ def _ledger_histogram(
     return normalize_histogram(_frame(url, sql, params, hash_groups=True))
 
 
-@st.cache_resource(show_spinner=False)
-def rollup_for(url: str) -> LedgerRollup:
-    everything = Filters(dt.date.min, dt.date.max)  # no dimension filter
-    engine = engine_for(url)
-
-    def fetch(start: dt.datetime, end: dt.datetime) -> tuple[pd.DataFrame, pd.DataFrame]:
-        # two connections, two server processes: the scans run side by side
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            cube = pool.submit(_ledger_cube, engine, everything, start, end, "day")
-            hist = pool.submit(_ledger_histogram, engine, everything, start, end, "day")
-            return cube.result(), hist.result()
-
-    # closed days persist under the state dir, one folder per database: a restarted
-    # dashboard serves them at once and refreshes them in the background
-    def count(start: dt.datetime, end: dt.datetime) -> dict[dt.date, int]:
-        with engine.connect() as conn:
-            rows = conn.execute(_DAY_COUNTS_SQL, {"start": start, "end": end}).all()
-        return {day: int(n) for day, n in rows}
-
-    digest = hashlib.sha1(url.encode()).hexdigest()[:12]
-    store = DayStore(state_dir() / "dashboard-rollup" / digest)
-    return LedgerRollup(fetch, store=store, count=count)
+def _floor(t: dt.datetime, grain: str) -> dt.datetime:
+    if grain == "day":
+        return t.replace(hour=0, minute=0, second=0, microsecond=0)
+    return t.replace(minute=0, second=0, microsecond=0)
 
 
-# rows per UTC day: an index-only scan of (started_at), to check stored rollup days
-_DAY_COUNTS_SQL = text(
-    "SELECT (started_at AT TIME ZONE 'UTC')::date AS day, count(*) FROM usage_records"
-    " WHERE started_at >= :start AND started_at < :end GROUP BY 1"
-)
+def _rollup_cube(
+    url: str,
+    filters: Filters,
+    start: dt.datetime,
+    end: dt.datetime,
+    grain: str,
+    dims: tuple[str, ...] | None,
+) -> pd.DataFrame:
+    where, params = where_clause(filters, _floor(start, grain), end, "u", "bucket")
+    sql = _rollup_cube_sql(USAGE_TABLES[grain], where, dims)  # type: ignore[index]
+    return normalize_cube(_frame(url, sql, params))
 
 
-def warm_rollup(url: str, days: int = 2 * DEFAULT_DAYS) -> None:
-    """Start fetching the closed days the default views need, without waiting."""
-    today = dt.datetime.now(dt.UTC).date()
-    rollup_for(url).warm(today - dt.timedelta(days=days), today - dt.timedelta(days=1))
-
-
-@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
-def _today(url: str, start: dt.datetime, end: dt.datetime) -> tuple[pd.DataFrame, pd.DataFrame]:
-    everything = Filters(dt.date.min, dt.date.max)
-    return (
-        _ledger_cube(url, everything, start, end, "day"),
-        _ledger_histogram(url, everything, start, end, "day"),
-    )
-
-
-def _period(
-    url: str, filters: Filters, start: dt.datetime | None, end: dt.datetime | None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Cube and histogram of [start, end) (default: the filters' period), filtered."""
-    start, end = start or filters.start_at, end or filters.end_at
-    if filters.grain == "hour":  # a day or two of raw rows: read them directly
-        return (
-            _ledger_cube(url, filters, start, end, "hour"),
-            _ledger_histogram(url, filters, start, end, "hour"),
-        )
-    today = dt.datetime.combine(dt.datetime.now(dt.UTC).date(), dt.time(), dt.UTC)
-    cubes, hists = [], []
-    # closed days before the ledger's first request hold nothing: neither fetched nor kept
-    first_day = ledger_bounds(url)[0]
-    first = max(start.date(), first_day) if first_day is not None else None
-    last_closed = (min(end, today) - dt.timedelta(days=1)).date()
-    if start < today and first is not None and first <= last_closed:
-        c, h = rollup_for(url).days(first, last_closed)
-        cubes.append(c)
-        hists.append(h)
-    if end > today:
-        c, h = _today(url, max(start, today), end)
-        cubes.append(c)
-        hists.append(h)
-    dims = dict(
-        apps=filters.apps,
-        teams=filters.teams,
-        models=filters.models,
-        providers=filters.providers,
-        endpoints=filters.endpoints,
-    )
-    cube = pd.concat([c for c in cubes if len(c)] or [empty_cube()], ignore_index=True)
-    hist = pd.concat([h for h in hists if len(h)] or [empty_histogram()], ignore_index=True)
-    cube, hist = select(cube, **dims), select(hist, **dims)
-    if filters.team_scope is not None:  # on top of any team filter the user picked
-        cube = select(cube, teams=(filters.team_scope,))
-        hist = select(hist, teams=(filters.team_scope,))
-    return cube.reset_index(drop=True), hist.reset_index(drop=True)
+def _rollup_histogram(
+    url: str,
+    filters: Filters,
+    start: dt.datetime,
+    end: dt.datetime,
+    grain: str,
+    per_model: bool,
+) -> pd.DataFrame:
+    where, params = where_clause(filters, _floor(start, grain), end, "u", "bucket")
+    table = LATENCY_TABLES[grain]  # type: ignore[index]
+    model = "u.model" if per_model else "NULL::text"
+    sql = _ROLLUP_HISTOGRAM_SQL.format(table=table, where=where, model=model)
+    return normalize_histogram(_frame(url, sql, params))
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def cube(
-    url: str, filters: Filters, start: dt.datetime | None = None, end: dt.datetime | None = None
+    url: str,
+    filters: Filters,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    dims: tuple[str, ...] | None = None,
 ) -> pd.DataFrame:
-    """The cube for the filters' period (or [start, end)), at the filters' grain."""
-    return _period(url, filters, start, end)[0]
+    """The cube for the filters' period (or [start, end)), at the filters' grain; with
+    `dims`, only those dimensions keep their values (the others are None), which makes
+    the frame of a page that slices by few of them small at any ledger size."""
+    start, end = start or filters.start_at, end or filters.end_at
+    if filters.grain == "minute":  # a young ledger's few hours: raw rows
+        return _ledger_cube(url, filters, start, end, "minute")
+    return _rollup_cube(url, filters, start, end, filters.grain, dims)
+
+
+# what the overview shows: totals (errors are by status) and series over time
+OVERVIEW_DIMS = ("status",)
+# the savings page: by model and provider, the seeds' monthly table by model
+SAVINGS_DIMS = ("model", "provider", "status")
 
 
 def cube_with_previous(url: str, filters: Filters) -> pd.DataFrame:
     """One cube covering the previous period and this one, for period-over-period KPIs."""
-    return cube(url, filters, filters.previous.start_at, filters.end_at)
+    return cube(url, filters, filters.previous.start_at, filters.end_at, OVERVIEW_DIMS)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def histogram(
-    url: str, filters: Filters, start: dt.datetime | None = None, end: dt.datetime | None = None
+    url: str,
+    filters: Filters,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    per_model: bool = True,
 ) -> pd.DataFrame:
-    """Latency and TTFT histograms of successful requests, same period and grain as `cube`."""
-    return _period(url, filters, start, end)[1]
+    """Latency and TTFT histograms of successful requests, same period and grain as `cube`
+    (`per_model=False`: one histogram per bucket, for a page showing no model)."""
+    start, end = start or filters.start_at, end or filters.end_at
+    if filters.grain == "minute":
+        return _ledger_histogram(url, filters, start, end, "minute")
+    return _rollup_histogram(url, filters, start, end, filters.grain, per_model)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
@@ -340,6 +337,24 @@ def ledger_bounds(url: str) -> tuple[dt.date | None, dt.date | None]:
         pd.Timestamp(first).tz_convert("UTC").date(),
         pd.Timestamp(last).tz_convert("UTC").date(),
     )
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def first_request_at(url: str) -> dt.datetime | None:
+    """When the ledger's first request started (one probe of the started_at index)."""
+    frame = _frame(url, "SELECT min(started_at) AS first FROM usage_records", {})
+    first = frame["first"].iloc[0]
+    if first is None or pd.isna(first):
+        return None
+    return pd.Timestamp(first).tz_convert("UTC").to_pydatetime()
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def holds_seeded(url: str) -> bool:
+    """Whether `costgate seed` (or the demo) wrote synthetic history here: its audit row
+    (actor 'seed', gateway/devtools/seed.py) comes and goes with the seeded rows."""
+    sql = "SELECT EXISTS (SELECT 1 FROM routing_changes WHERE actor = 'seed') AS seeded"
+    return bool(_frame(url, sql, {})["seeded"].iloc[0])
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -15,6 +15,7 @@ from decimal import Decimal
 import pandas as pd
 
 from dashboard.cube import PER_MILLION, dsum, rollup
+from gateway.domain.savings import STEPS, LedgerSums, Savings, decompose
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Totals:
     baseline_usd: Decimal | None
     unknown_cost_requests: int
     estimated_requests: int
+    savings: Savings  # the headline, saved against no costgate, and its steps
 
     @property
     def provider_savings_usd(self) -> Decimal | None:
@@ -69,6 +71,7 @@ def totals(cube: pd.DataFrame) -> Totals:
         baseline_usd=dsum(cube["baseline_cost_usd"]),
         unknown_cost_requests=int(cube["unknown_cost_requests"].sum()),
         estimated_requests=int(cube["estimated_requests"].sum()),
+        savings=savings_split(cube),
     )
 
 
@@ -117,27 +120,27 @@ def over_time(cube: pd.DataFrame, freq: str, by: str | None = None) -> pd.DataFr
         s if s is None or c is None else s - c
         for s, c in zip(r["savings_usd"], r["cache_savings_usd"], strict=True)
     ]
+    # the headline per period: routing + cached tokens + (list − billed), as savings_split
+    r["saved_usd"] = [
+        None if s is None else s + (rt or 0) + (c or 0)
+        for s, rt, c in zip(
+            r["savings_usd"], r["routing_savings_usd"], r["cached_savings_usd"], strict=True
+        )
+    ]
     return r
 
 
-def savings_components(cube: pd.DataFrame) -> pd.DataFrame:
-    """Where the savings came from, each against what the same tokens would have cost."""
-    t = totals(cube)
-    return pd.DataFrame(
-        {
-            "component": [
-                "Routing to cheaper models (baseline list − list)",
-                "Provider price and FX (list − actual)",
-                "Cached prompt tokens (input rate − cached rate, at list)",
-                "Response cache (answers served without an upstream call, at list)",
-            ],
-            "savings_usd": [
-                t.routing_savings_usd,
-                t.provider_savings_usd,
-                t.cached_savings_usd,
-                t.cache_savings_usd,
-            ],
-        }
+def savings_split(cube: pd.DataFrame) -> Savings:
+    """Saved against no costgate, and its four steps (`gateway.domain.savings`): every
+    one a sum of the cube's measures, so the pages, the API and the exports agree."""
+    return decompose(
+        LedgerSums(
+            list_usd=dsum(cube["list_cost_usd"]),
+            billed_usd=dsum(cube["actual_cost_usd"]),
+            routing_usd=dsum(cube["routing_savings_usd"]),
+            cached_tokens_usd=dsum(cube["cached_savings_usd"]),
+            cache_hits_usd=dsum(cube["cache_savings_usd"]),
+        )
     )
 
 
@@ -190,9 +193,33 @@ def export_frame(cube: pd.DataFrame) -> pd.DataFrame:
         "list_spend_usd",
         "savings_usd",
         "unknown_cost_requests",
+        # the Savings page's split (gateway.domain.savings, docs/SAVINGS.md), per row
+        "no_costgate_usd",
+        "saved_usd",
+        *(f"saved_{step}_usd" for step in STEPS),
     ]
     if r.empty:
         return pd.DataFrame(columns=columns)
+    splits = [
+        decompose(LedgerSums(lst, billed, routing, cached, hits))
+        for lst, billed, routing, cached, hits in zip(
+            r["list_cost_usd"],
+            r["actual_cost_usd"],
+            r["routing_savings_usd"],
+            r["cached_savings_usd"],
+            r["cache_savings_usd"],
+            strict=True,
+        )
+    ]
+    # a row with no priced request has no split (unknown, never $0)
+    known = [None if v is None else s for v, s in zip(r["actual_cost_usd"], splits, strict=True)]
+    split_columns = {
+        "no_costgate_usd": [None if s is None else s.no_costgate_usd for s in known],
+        "saved_usd": [None if s is None else s.saved_usd for s in known],
+    } | {
+        f"saved_{step}_usd": [None if s is None else s.steps[step] for s in known]
+        for step in STEPS
+    }
     return pd.DataFrame(
         {
             "day": r["period"].dt.strftime("%Y-%m-%d"),
@@ -207,5 +234,6 @@ def export_frame(cube: pd.DataFrame) -> pd.DataFrame:
             "list_spend_usd": r["list_cost_usd"],
             "savings_usd": r["savings_usd"],
             "unknown_cost_requests": r["unknown_cost_requests"],
+            **split_columns,
         }
     )[columns]

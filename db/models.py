@@ -352,3 +352,36 @@ class LimitBucket(Base):
     name: Mapped[str] = mapped_column(Text, primary_key=True)  # "key:<id>:rpm", "model:<m>:tpm"
     level: Mapped[Decimal] = mapped_column(Numeric(20, 6))
     updated_at: Mapped[dt.datetime] = _now()
+
+
+class FxRate(Base):
+    """Units of `currency` per USD from `effective_from` on (written by `db.analytics.fx_store`)."""
+
+    __tablename__ = "fx_rates"
+
+    currency: Mapped[str] = mapped_column(Text, primary_key=True)
+    effective_from: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    per_usd: Mapped[Decimal] = mapped_column(Money)
+    source: Mapped[str] = mapped_column(Text)  # "cli", "csv:<file name>", ...
+    created_at: Mapped[dt.datetime] = _now()
+
+    __table_args__ = (CheckConstraint("per_usd > 0", name="positive"),)
+
+
+class InvoiceLine(Base):
+    """One line of a provider's imported usage or cost export, in its own currency."""
+
+    __tablename__ = "invoice_lines"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    import_id: Mapped[str] = mapped_column(Text)  # one per imported file
+    source: Mapped[str] = mapped_column(Text)  # "openai" | "anthropic" | "generic"
+    provider: Mapped[str] = mapped_column(Text)  # the config's provider name
+    day: Mapped[dt.date] = mapped_column(Date)
+    model: Mapped[str] = mapped_column(Text)  # normalised to the config's model names
+    description: Mapped[str | None] = mapped_column(Text)
+    amount: Mapped[Decimal] = mapped_column(Money)
+    currency: Mapped[str] = mapped_column(Text)
+    imported_at: Mapped[dt.datetime] = _now()
+
+    __table_args__ = (Index("ix_invoice_lines_provider_day", "provider", "day"),)

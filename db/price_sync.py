@@ -2,7 +2,9 @@
 
 Idempotent: version ids are content hashes (`gateway.domain.pricing`), so running it again
 inserts nothing, and a changed price adds a new version beside the old ones (records
-priced with the old one still point at it). `provider_billing` holds each provider's rule
+priced with the old one still point at it). Each dated FX rate in `fx_rates` adds the
+versions it makes (`gateway.finance.fx.dated_versions`): the ids replicas stamp on the
+records they price at that rate. `provider_billing` holds each provider's rule
 as last synced; it is updated only when it changed.
 """
 
@@ -11,14 +13,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sqlalchemy import Engine, func, or_
+from sqlalchemy import Engine, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from db.engine import engine_scope
+from db.models import FxRate as FxRateRow
 from db.models import PriceVersion as PriceVersionRow
 from db.models import ProviderBilling
 from gateway.domain.config import Config
 from gateway.domain.pricing import PriceCatalog, PriceVersion
+from gateway.finance.fx import FxRate, FxSchedule, dated_versions
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -70,9 +74,14 @@ def provider_billing_rows(cfg: Config) -> list[dict[str, Any]]:
 
 
 def sync_prices(engine_or_url: Engine | str | None, cfg: Config) -> SyncResult:
-    versions = [price_version_row(v) for v in PriceCatalog.from_config(cfg).versions.values()]
+    catalog = PriceCatalog.from_config(cfg)
     billing = provider_billing_rows(cfg)
     with engine_scope(engine_or_url) as engine, engine.begin() as conn:
+        rates = conn.execute(
+            select(FxRateRow.currency, FxRateRow.effective_from, FxRateRow.per_usd)
+        ).all()
+        dated = dated_versions(catalog, FxSchedule.of(FxRate(c, d, p) for c, d, p in rates))
+        versions = [price_version_row(v) for v in [*catalog.versions.values(), *dated]]
         inserted = 0
         if versions:
             result = conn.execute(

@@ -24,7 +24,13 @@ def as_float(values: Sequence[Any]) -> list[float | None]:
     return [None if v is None or (isinstance(v, float) and v != v) else float(v) for v in values]
 
 
-PERIOD_MS = {"h": 3_600_000, "D": 86_400_000, "W": 7 * 86_400_000, "MS": 30 * 86_400_000}
+PERIOD_MS = {
+    "min": 60_000,
+    "h": 3_600_000,
+    "D": 86_400_000,
+    "W": 7 * 86_400_000,
+    "MS": 30 * 86_400_000,
+}
 
 Span = tuple[dt.datetime, dt.datetime]
 
@@ -117,4 +123,36 @@ def bar_chart(
     fig = go.Figure(go.Bar(x=as_float(list(values)), y=list(labels), orientation="h"))
     fig.update_layout(title=title, xaxis_title=x_title, **LAYOUT)
     fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def waterfall(
+    start: tuple[str, Decimal],
+    steps: Sequence[tuple[str, Decimal]],
+    end: tuple[str, Decimal],
+    title: str,
+) -> go.Figure:
+    """From a start through the steps taken off it to an end (which they add up to)."""
+    labels = [start[0], *(name for name, _ in steps), end[0]]
+    values = [float(start[1]), *(-float(v) for _, v in steps), float(end[1])]
+    texts = [
+        f"${start[1]:,}",
+        *(f"−${v:,}" if v >= 0 else f"+${-v:,}" for _, v in steps),
+        f"${end[1]:,}",
+    ]
+    fig = go.Figure(
+        go.Waterfall(
+            x=labels,
+            y=values,
+            measure=["absolute", *(["relative"] * len(steps)), "total"],
+            text=texts,
+            textposition="outside",
+            connector=dict(line=dict(color="#888", width=1)),
+            decreasing=dict(marker=dict(color="#2ca02c")),  # a saving takes cost off
+            increasing=dict(marker=dict(color="#d62728")),  # a step that cost more
+            totals=dict(marker=dict(color="#1f77b4")),
+        )
+    )
+    layout = {**LAYOUT, "hovermode": "closest", "height": 380}
+    fig.update_layout(title=title, yaxis_title="USD", showlegend=False, **layout)
     return fig

@@ -36,16 +36,18 @@ def overview_tiles(
         help="The same tokens at the official list prices.",
     )
     row1[2].metric(
-        "Savings",
-        format_usd(now.savings_usd),
-        relative_change(now.savings_usd, before.savings_usd),
-        help="List-price spend − spend. Negative when a provider bills above list.",
+        "Saved against no costgate",
+        format_usd(now.savings.saved_usd),
+        relative_change(now.savings.saved_usd, before.savings.saved_usd),
+        help="What these requests would have cost without costgate (the alias's baseline "
+        "model at list price, every prompt token at the full input rate) − what the "
+        "providers billed. The Savings page splits it into its sources.",
     )
     row1[3].metric(
-        "Savings %",
-        format_pct(now.savings_pct),
-        _points(now.savings_pct, before.savings_pct),
-        help="Savings as a share of list-price spend.",
+        "Saved %",
+        format_pct(now.savings.saved_pct),
+        _points(now.savings.saved_pct, before.savings.saved_pct),
+        help="Saved against no costgate, as a share of the no-costgate cost.",
     )
     row2 = st.columns(4)
     row2[0].metric(

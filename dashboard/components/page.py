@@ -34,6 +34,9 @@ PAGES = (
     PageSpec("savings", "Savings", ":material/savings:", "Finance", Permission.SPEND),
     PageSpec("spend", "Spend", ":material/receipt_long:", "Finance", Permission.SPEND),
     PageSpec("export", "Export", ":material/download:", "Finance", Permission.EXPORT),
+    # re-pricing and invoice checks: finance's tools, with the export's permission
+    PageSpec("whatif", "What-if", ":material/calculate:", "Finance", Permission.EXPORT),
+    PageSpec("reconcile", "Reconcile", ":material/fact_check:", "Finance", Permission.EXPORT),
     PageSpec("latency_errors", "Latency & errors", ":material/speed:", "Ops", Permission.LATENCY),
     PageSpec("routing", "Routing", ":material/alt_route:", "Ops", Permission.ROUTING_VIEW),
     PageSpec("requests", "Requests", ":material/list:", "Ops", Permission.REQUESTS),

@@ -18,6 +18,7 @@ from dashboard.filters import (
     DIMENSION_PARAMS,
     Filters,
     clamp,
+    fitted_default,
     from_query_params,
     to_query_params,
 )
@@ -34,6 +35,11 @@ DateInput: TypeAlias = dt.date | tuple[()] | tuple[dt.date] | tuple[dt.date, dt.
 
 def utc_today() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
+
+
+def _data_default(database_url: str) -> Filters:
+    """The period the ledger's age calls for (`dashboard.filters.fitted_default`)."""
+    return fitted_default(queries.first_request_at(database_url), dt.datetime.now(dt.UTC))
 
 
 def _clamped(filters: Filters, database_url: str) -> Filters:
@@ -59,7 +65,8 @@ def _initial_filters(database_url: str) -> Filters:
     if FILTERS_KEY not in st.session_state:
         params = {k: st.query_params.get_all(k) for k in st.query_params}
         flat = {k: v[-1] if len(v) == 1 else v for k, v in params.items()}
-        filters = _clamped(from_query_params(flat, utc_today()), database_url)
+        default = _data_default(database_url)
+        filters = _clamped(from_query_params(flat, utc_today(), default), database_url)
         st.session_state[FILTERS_KEY] = filters
         st.session_state[WIDGET_PREFIX + "dates"] = (filters.start, filters.end)
         for param, field in DIMENSION_PARAMS.items():
@@ -101,11 +108,28 @@ def render(user: SessionUser, database_url: str) -> Filters:
             values = sorted(set(options.get(param, [])) | set(current))
             chosen[field] = tuple(st.multiselect(param.capitalize(), values, key=key))
         st.caption("All dates and times are UTC.")
+        if queries.holds_seeded(database_url):
+            st.caption(
+                ":material/science: This ledger holds **seeded** synthetic history "
+                "(`costgate seed --remove` deletes it, and only it)."
+            )
         st.toggle("Auto-refresh", value=True, key="auto_refresh")
     # clamped again: a range the widget kept from before the ledger changed stays in bounds
     first, last = queries.ledger_bounds(database_url)
     dated, _ = clamp(Filters(start=start, end=end), first, last, utc_today())
-    filters = Filters(start=dated.start, end=dated.end, team_scope=user.team, **chosen)
+    if previous.since is not None and (start, end) == (previous.start, previous.end):
+        # the dates were not picked: keep following the data as the ledger grows
+        fitted = _data_default(database_url)
+        if fitted.since is not None:
+            dated = fitted
+    filters = Filters(
+        start=dated.start,
+        end=dated.end,
+        since=dated.since,
+        until=dated.until,
+        team_scope=user.team,
+        **chosen,
+    )
     st.session_state[FILTERS_KEY] = filters
     wanted = to_query_params(filters)
     if {k: st.query_params.get(k) for k in st.query_params} != wanted:

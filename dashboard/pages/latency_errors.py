@@ -44,7 +44,7 @@ def body() -> None:
             if c.endswith("_ms")
         },
     )
-    freq = "h" if f.grain == "hour" else "D"
+    freq = f.freq
     latency = latency_series(hist, freq)
     if len(latency):
         st.plotly_chart(
@@ -72,7 +72,7 @@ def body() -> None:
         time_chart(
             throughput,
             {"requests": "Requests", "failed": "Failed"},
-            f"Throughput ({'per hour' if freq == 'h' else 'per day'})",
+            f"Throughput (per {f.grain})",
             "requests",
             markers,
             span=(f.start_at, f.end_at),

@@ -23,7 +23,7 @@ def body() -> None:
     both = queries.cube_with_previous(ctx.url, f)
     now = totals(between(both, f.start_at, f.end_at))
     before = totals(between(both, f.previous.start_at, f.previous.end_at))
-    hist = queries.histogram(ctx.url, f, f.previous.start_at, f.end_at)
+    hist = queries.histogram(ctx.url, f, f.previous.start_at, f.end_at, per_model=False)
     overview_tiles(
         now,
         before,
@@ -33,7 +33,7 @@ def body() -> None:
     if now.requests == 0:
         st.info("No requests match these filters in this period.")
         return
-    freq = "h" if f.grain == "hour" else "D"
+    freq = f.freq
     series = over_time(between(both, f.start_at, f.end_at), freq)
     markers = routing_markers(ctx.url, ctx.settings.app_name, f)
     left, right = st.columns(2)
@@ -52,8 +52,8 @@ def body() -> None:
     right.plotly_chart(
         time_chart(
             series,
-            {"savings_usd": "Savings"},
-            "Savings over time",
+            {"saved_usd": "Saved against no costgate"},
+            "Saved over time",
             "USD",
             markers,
             "bar",

@@ -5,12 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import queries
-from dashboard.components.charts import stacked_by, time_chart
-from dashboard.components.formatting import format_pct, format_usd
+from dashboard.components.charts import stacked_by, time_chart, waterfall
+from dashboard.components.formatting import format_pct, format_usd, money_quantum
 from dashboard.components.markers import routing_markers
 from dashboard.components.page import ledger_is_empty, no_match, refreshing, start_page
 from dashboard.components.tables import show_table
 from dashboard.spend import breakdown, comparison_table, over_time, totals
+from gateway.domain.savings import STEP_LABELS, STEPS
 
 ctx = start_page("Savings")
 
@@ -18,8 +19,8 @@ MONEY = ["spend_usd", "list_spend_usd", "savings_usd"]
 LABELS = {
     "spend_usd": "spend",
     "list_spend_usd": "at list prices",
-    "savings_usd": "savings",
-    "savings_pct": "savings %",
+    "savings_usd": "list − billed",
+    "savings_pct": "list − billed %",
     "unknown_cost_requests": "unknown cost (requests)",
     "share_pct": "share of spend %",
 }
@@ -29,52 +30,56 @@ def body() -> None:
     if ledger_is_empty(ctx):
         return
     f = ctx.filters
-    cube = queries.cube(ctx.url, f)
+    cube = queries.cube(ctx.url, f, dims=queries.SAVINGS_DIMS)
     t = totals(cube)
     if t.requests == 0:
         no_match()
         return
-    cols = st.columns(5)
+    split = t.savings
+    shown = split.rounded(money_quantum(split.no_costgate_usd))
+    cols = st.columns(3)
     cols[0].metric(
-        "Savings %",
-        format_pct(t.savings_pct),
-        help="Savings against list prices, as a share of list-price spend.",
+        "Saved against no costgate",
+        format_usd(shown.saved_usd),
+        help="No-costgate cost − what the providers billed (docs/SAVINGS.md).",
     )
     cols[1].metric(
-        "Routing savings",
-        format_usd(t.routing_savings_usd),
-        help="Baseline model at list price − the models actually used, at list price.",
+        "Saved %",
+        format_pct(split.saved_pct),
+        help="Saved against no costgate, as a share of the no-costgate cost.",
     )
     cols[2].metric(
-        "Provider price & FX savings",
-        format_usd(t.provider_savings_usd),
-        help="List-price cost − what the provider billed (its price table, multiplier, FX).",
+        "No-costgate cost",
+        format_usd(shown.no_costgate_usd),
+        help="The alias's baseline model (or the model named) at list price, every prompt "
+        "token at the full input rate.",
     )
-    cols[4].metric(
-        "Response-cache savings",
-        format_usd(t.cache_savings_usd),
-        help="List price of the answers served from the gateway's response cache (cost 0).",
-    )
-    cols[3].metric(
-        "Cached-token savings",
-        format_usd(t.cached_savings_usd),
-        help="Cached prompt tokens × (list input rate − list cached rate), per price version.",
+    st.plotly_chart(
+        waterfall(
+            ("Without costgate", shown.no_costgate_usd),
+            [(STEP_LABELS[name], shown.steps[name]) for name in STEPS],
+            ("Billed", shown.billed_usd),
+            "From the no-costgate cost to what the providers billed",
+        ),
+        width="stretch",
     )
     st.caption(
-        "Routing savings compare with the alias's baseline model (the model an app would "
-        "have called without the gateway); requests naming a model directly have no baseline."
+        "Routing: the baseline model at list − the model that served, at list. Cached "
+        "tokens: cached prompt tokens × (list input − list cached rate). Provider price & "
+        "FX: list − billed of the answers an upstream served. Cache hits: the list cost of "
+        "the answers the response cache served. The steps add up to the headline."
     )
 
-    freq = "h" if f.grain == "hour" else "D"
+    freq = f.freq
     series = over_time(cube, freq)
     st.plotly_chart(
         time_chart(
             series,
             {
-                "routing_savings_usd": "Routing",
-                "provider_savings_usd": "Provider price & FX",
-                "cached_savings_usd": "Cached tokens",
-                "cache_savings_usd": "Response cache",
+                "routing_savings_usd": STEP_LABELS["routing"],
+                "cached_savings_usd": STEP_LABELS["cached_tokens"],
+                "provider_savings_usd": STEP_LABELS["provider_price_fx"],
+                "cache_savings_usd": STEP_LABELS["cache_hits"],
             },
             "Savings over time, by source",
             "USD",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import text
 
+import db.analytics  # noqa: F401 - registers the rollup tables on Base.metadata
 from db.engine import database_url, make_engine
 from db.models import Base
 

@@ -6,7 +6,6 @@ import argparse
 import getpass
 import os
 import secrets
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +28,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--days", type=int, default=75, help="history length, ending now")
     s.add_argument("--seed", type=int, default=7, help="random seed (same seed, same rows)")
     s.add_argument("--config", help="costgate YAML (default: $COSTGATE_CONFIG or the example)")
+    s.add_argument(
+        "--remove", action="store_true", help="delete the seeded rows (and only them) instead"
+    )
     s.set_defaults(func=seed_command)
 
 
@@ -119,15 +121,6 @@ def run_dashboard(args: argparse.Namespace) -> int:
             f"`admin` with the one-time password {password}",
             flush=True,
         )
-    # the closed days' rollup is built beside the server and stored on disk, so that the
-    # first visitor does not wait for a scan of the ledger
-    subprocess.Popen(
-        [sys.executable, "-m", "dashboard.warm"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     # become the server: signals (Ctrl-C, a demo's SIGTERM) reach Streamlit directly;
     # os.execve does not return (it raises OSError if it cannot run Streamlit)
     command = streamlit_command(args.host, args.port)
@@ -139,9 +132,14 @@ def seed_command(args: argparse.Namespace) -> int:
 
     from db.engine import database_url
     from db.migrate import upgrade
-    from gateway.devtools.seed import seed_ledger
+    from gateway.devtools.seed import remove_seeded, seed_ledger
     from gateway.domain.config import default_config_path, load_config
 
+    if args.remove:
+        url = database_url()
+        upgrade(url)
+        print(f"removed {remove_seeded(url):,} seeded requests")
+        return 0
     if args.rows < 1 or args.days < 1:
         print("--rows and --days must be positive", file=sys.stderr)
         return 2

@@ -22,6 +22,8 @@ COMMAND_MODULES = (
     "gateway.cli.dashboard",  # dashboard, seed
     "gateway.cli.deploy",  # k8s-manifest
     "gateway.cli.chaos",  # chaos (failure scenarios, soak)
+    "gateway.cli.finance",  # export focus, whatif, reconcile, fx add|import|list
+    "gateway.cli.report",  # report (usage and costs), rollups rebuild|prune|status
 )
 
 

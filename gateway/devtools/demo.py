@@ -24,6 +24,10 @@ from gateway.domain.config import Config
 
 DEMO_APPS = (("web-chat", "product"), ("support-bot", "customer-care"), ("code-assistant", "eng"))
 DASHBOARD_PORT = 8501
+# synthetic history written before the live traffic, so the first look shows real charts:
+# marked as seeded (gateway/devtools/seed.py), `costgate seed --remove` takes it out
+DEMO_SEED_DAYS = 30
+DEMO_SEED_ROWS = 30_000
 # demo sign-ins, one per role, each named after its role with the password demo-<role>
 # (ops / demo-ops, viewer / demo-viewer, finance / demo-finance, admin / demo-admin),
 # salted PBKDF2 like any configured user (the dashboard refuses anything weaker), made
@@ -54,6 +58,19 @@ def _demo_keys(database_url: str, state: Path) -> list[str]:
     path.write_text(json.dumps(keys))
     path.chmod(0o600)
     return [entry["key"] for entry in keys]
+
+
+def _seed_history(database_url: str, cfg: Config) -> None:
+    """DEMO_SEED_DAYS of seeded history ending now, once per ledger (kept on restarts)."""
+    from gateway.devtools.seed import holds_seeded, seed_ledger
+
+    if holds_seeded(database_url):
+        return
+    print(
+        f"[demo] seeding {DEMO_SEED_DAYS} days of synthetic history ({DEMO_SEED_ROWS:,} "
+        "requests, marked as seeded; `costgate seed --remove` removes them)"
+    )
+    seed_ledger(database_url, cfg, DEMO_SEED_ROWS, days=DEMO_SEED_DAYS)
 
 
 def _start_sim(config_path: Path, log_dir: Path) -> subprocess.Popen[bytes]:
@@ -151,6 +168,7 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
         print("[demo] preparing the ledger (PostgreSQL, migrations, prices)")
         database_url = migrated_database_url()
         sync_prices(database_url, cfg)
+        _seed_history(database_url, cfg)
         keys = _demo_keys(database_url, state)
         admin_key_file = ensure_control_key(database_url, state)
         env = dict(os.environ, DATABASE_URL=database_url, COSTGATE_STATE_DIR=str(state))

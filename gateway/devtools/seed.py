@@ -6,6 +6,12 @@ growth over the period, a few failures, and one routing change half-way (with it
 row). Models, providers and weights come from the config, and every row is priced with
 `gateway.domain.pricing`, the same code the gateway uses, so every figure is consistent.
 Rows go in with COPY, in time order.
+
+Seeded rows are marked: their request ids are UUIDs of version 8 (RFC 9562's "custom"
+version), which the gateway never issues (its ids are random version 4 UUIDs), so
+`remove_seeded` (`costgate seed --remove`) deletes exactly them, and the dashboard can
+say that a period holds seeded history. A few of the apps' answers come from the
+response cache (billed 0, as the gateway records a hit), so every savings step shows.
 """
 
 from __future__ import annotations
@@ -28,7 +34,13 @@ from gateway.domain.usage_record import UsageRecord
 
 # COPY's column list: UsageRecord's fields, which the ledger's columns are named after
 COLUMNS = tuple(f.name for f in dataclasses.fields(UsageRecord))
+ZERO = Decimal(0)
 SEED_ACTOR = "seed"
+# the version nibble of a seeded request id (the 13th hex digit, 15th character of its text)
+SEEDED_VERSION = 8
+SEEDED_SQL = "substr(request_id::text, 15, 1) = '8'"
+# share of an app's successful answers served by the response cache
+CACHE_HIT_SHARE = 0.04
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +182,10 @@ def synthesize(
             source = "missing"
         elif r < 0.060 and model.fallbacks:
             attempts, path = 2, [model.fallbacks[0], model_name]
+        # the response cache answers without an upstream call (gateway/replica/cache)
+        hit = status == "ok" and source == "provider" and r > 1 - CACHE_HIT_SHARE
+        if hit:
+            attempts, path = 0, []
 
         sim = sim_default | sim_models.get(model.upstream_model, {})
         ttft = float(sim.get("ttft_ms", 120)) * (1 + 0.2 * ni[2])
@@ -178,7 +194,9 @@ def synthesize(
         upstream_ms = int(max(5.0, ttft) + gen) if status != "client_error" else None
         if status == "upstream_error":
             upstream_ms = int(30_000 if error_class == "timeout" else 40 + 200 * ui[3])
-        latency = int((upstream_ms or 0) + overhead + (attempts - 1) * 250)
+        latency = int((upstream_ms or 0) + overhead + max(0, attempts - 1) * 250)
+        if hit:
+            upstream_ms, latency = None, int(overhead)
         started = dt.datetime.fromtimestamp(ts[i], dt.UTC)
 
         has_usage = status in ("ok", "cancelled") and source != "missing"
@@ -191,7 +209,7 @@ def synthesize(
             )
             priced = catalog.price(model_name, usage, baseline_model=baseline)
         yield (
-            uuid.UUID(bytes=uuids[16 * i : 16 * i + 16], version=4),
+            seeded_request_id(uuids[16 * i : 16 * i + 16]),
             started,
             started + dt.timedelta(milliseconds=latency),
             app.name,
@@ -218,17 +236,47 @@ def synthesize(
             "weighted" if alias else ("fixed" if status != "client_error" else None),
             priced.price_version_id if priced else None,
             priced.billing_currency if priced else None,
-            priced.actual_cost if priced else None,
-            priced.actual_cost_usd if priced else None,
+            (ZERO if hit else priced.actual_cost) if priced else None,
+            (ZERO if hit else priced.actual_cost_usd) if priced else None,
             priced.list_cost_usd if priced else None,
             baseline if priced else None,
             priced.baseline_cost_usd if priced else None,
             # a share of the apps' calls on OpenAI's newer API, as the dashboard shows it
             "responses" if ui[2] > 0.85 else "chat.completions",
             0 if has_usage else None,
-            False,  # cache_hit: the seed has no response-cache hits
+            hit,
             None,  # trimmed_tokens
         )
+
+
+def seeded_request_id(random16: bytes) -> uuid.UUID:
+    """A request id marked as seeded: random bits, version 8, RFC 9562 variant."""
+    raw = bytearray(random16)
+    raw[6] = (raw[6] & 0x0F) | (SEEDED_VERSION << 4)
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return uuid.UUID(bytes=bytes(raw))
+
+
+def remove_seeded(url: str) -> int:
+    """Delete every seeded row (and the seeded routing change); the rows removed."""
+    from db.engine import libpq_url
+
+    with psycopg.connect(libpq_url(url)) as conn:
+        removed = conn.execute(f"DELETE FROM usage_records WHERE {SEEDED_SQL}").rowcount
+        conn.execute("DELETE FROM routing_changes WHERE actor = %s", (SEED_ACTOR,))
+    return int(removed)
+
+
+def holds_seeded(url: str) -> bool:
+    """Whether seeded history is in the ledger: its routing change, written with every
+    seeding and removed with it, answers without scanning the ledger."""
+    from db.engine import libpq_url
+
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM routing_changes WHERE actor = %s)", (SEED_ACTOR,)
+        ).fetchone()
+    return bool(row and row[0])
 
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})

@@ -227,6 +227,12 @@ class CacheOptions(_Strict):
     redis_timeout_s: float = Field(default=0.05, gt=0)
 
 
+class LedgerOptions(_Strict):
+    # raw rows older than this many days are pruned by `costgate rollups prune`, their
+    # hourly and daily rollups kept (docs/ROLLUPS.md); None: every raw row is kept
+    retention_days: int | None = Field(default=None, ge=1)
+
+
 class Config(_Strict):
     gateway: GatewayOptions = GatewayOptions()
     providers: tuple[Provider, ...]
@@ -235,6 +241,7 @@ class Config(_Strict):
     cache: CacheOptions = CacheOptions()
     # where `costgate routing set` and the dashboard send a live change (Serve or KubeRay)
     routing: RoutingTarget = RoutingTarget()
+    ledger: LedgerOptions = LedgerOptions()
     # behaviour of the upstream simulator; free-form here, validated by gateway.devtools.sim
     sim: dict[str, Any] = Field(default_factory=dict)
 

@@ -7,6 +7,7 @@ Who may call what: `/v1/*` takes the same keys as chat completions (and lists on
 models a scoped key may use); `/costgate/routing` and
 `/costgate/replicas` want an admin key; `/metrics` wants
 the bearer token named by `gateway.metrics_token_env` when one is configured;
+`/v1/organization/*` (usage and costs) wants an admin key;
 `/healthz` and `/readyz` are open and say nothing about the process.
 """
 
@@ -29,6 +30,7 @@ from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.auth import Caller, bearer_token
 from gateway.replica.messages.route import MessagesRoute
 from gateway.replica.service import GatewayService, json_error
+from gateway.replica.usage_api.route import UsageApi
 
 log = logging.getLogger("costgate.http")
 MetricsRenderer = Callable[[], Awaitable[tuple[bytes, str]]]
@@ -49,6 +51,7 @@ def build_app(
     *,
     render_metrics: MetricsRenderer | None = None,
     replica_ledgers: LedgerReport | None = None,
+    usage_api: UsageApi | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="costgate",
@@ -87,6 +90,22 @@ def build_app(
         raise OpenAIError(
             404, f"The model {model_id[:80]!r} does not exist.", code="model_not_found"
         )
+
+    # OpenAI's admin Usage and Costs API, from the ledger (docs/USAGE_API.md); without a
+    # ledger (usage_api None) an admin gets a 503
+    usage = usage_api or UsageApi(service.keys, None)
+
+    @app.get("/v1/organization/usage/completions")
+    async def usage_completions(request: Request) -> Response:
+        return await usage(request, "completions")
+
+    @app.get("/v1/organization/usage/embeddings")
+    async def usage_embeddings(request: Request) -> Response:
+        return await usage(request, "embeddings")
+
+    @app.get("/v1/organization/costs")
+    async def costs(request: Request) -> Response:
+        return await usage(request, "costs")
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -205,10 +224,12 @@ def serve_app(
     *,
     render_metrics: MetricsRenderer | None = None,
     replica_ledgers: LedgerReport | None = None,
+    usage_api: UsageApi | None = None,
 ) -> FastRoutes:
     """The app a replica serves (and the tests' plain servers): FastAPI behind the fast
     path for the API routes."""
-    app = build_app(service, render_metrics=render_metrics, replica_ledgers=replica_ledgers)
+    app = build_app(service, render_metrics=render_metrics, replica_ledgers=replica_ledgers,
+                    usage_api=usage_api)  # fmt: skip
     return FastRoutes(app, api_routes(service))
 
 

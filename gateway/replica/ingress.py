@@ -100,6 +100,7 @@ class Gateway:
         self.quota_syncer: Any = None
         if database_url:
             self._start_key_refresh(database_url, state_dir)
+            await self._start_fx_refresh(database_url)
             await self._start_quota(database_url, replica_id)
             # Serve sends traffic once __init__ returns: a replica that answered before
             # its first key set arrived would refuse valid keys (seen during redeploys)
@@ -117,8 +118,12 @@ class Gateway:
                     503, f"metrics hub unavailable ({type(err).__name__})", code="metrics"
                 ) from None
 
+        from gateway.replica.usage_api.route import UsageApi
+
+        self.usage_api = UsageApi(self.service.keys, database_url)
         self._app = serve_app(
-            self.service, render_metrics=render, replica_ledgers=lambda: replica_ledgers(app_name)
+            self.service, render_metrics=render, replica_ledgers=lambda: replica_ledgers(app_name),
+            usage_api=self.usage_api,
         )
         self._count_task: asyncio.Task[None] | None = None
         if self.quota_syncer is None and context is not None:
@@ -185,6 +190,20 @@ class Gateway:
 
         self.service.keys.start_refresh(load, every_s=REFRESH_S)
 
+    async def _start_fx_refresh(self, database_url: str) -> None:
+        """Dated FX rates (docs/FINANCE.md): loaded now and every minute, never per request."""
+        from db.analytics.fx_store import load_schedule
+        from db.engine import make_engine
+        from gateway.finance.fx_refresh import FxRefresher
+
+        engine = make_engine(database_url, pool_size=1, max_overflow=0)
+        self.fx = FxRefresher(self.service, lambda: load_schedule(engine))
+        try:
+            await asyncio.wait_for(self.fx.refresh(), KEYS_FIRST_LOAD_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("FX rates not loaded at start; pricing at the config's rates")
+        self.fx.start()
+
     async def _start_quota(self, database_url: str, replica_id: str) -> None:
         """Budgets, key limits and model caps shared across replicas (docs/BUDGETS.md)."""
         import secrets
@@ -238,6 +257,9 @@ class Gateway:
             task = getattr(self, name, None)
             if task is not None:
                 task.cancel()
+        fx = getattr(self, "fx", None)
+        if fx is not None:
+            fx.stop()
         metrics = getattr(self, "metrics", None)
         if metrics is not None:
             if writer is not None:
@@ -246,6 +268,9 @@ class Gateway:
         service = getattr(self, "service", None)
         if service is not None:
             await _shutdown_step("service", service.aclose())
+        usage_api = getattr(self, "usage_api", None)
+        if usage_api is not None:
+            usage_api.close()
 
 
 async def _shutdown_step(what: str, step: Awaitable[None]) -> None:

@@ -71,16 +71,10 @@ REPLICA_HEADER = "x-costgate-replica"
 
 
 class GatewayService:
-    def __init__(
-        self,
-        cfg: Config,
-        *,
-        sink: RecordSink | None = None,
-        hooks: AttemptHooks | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        keyring: KeyRing | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
+    def __init__(self, cfg: Config, *, sink: RecordSink | None = None,
+                 hooks: AttemptHooks | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 keyring: KeyRing | None = None, rng: random.Random | None = None) -> None:  # fmt: skip
         self.cfg = cfg
         self.catalog = PriceCatalog.from_config(cfg)
         self.pricer = WorstCasePricer(cfg, self.catalog)
@@ -108,6 +102,11 @@ class GatewayService:
         # why this replica should take no new traffic (empty: no reason); the ingress
         # points it at the ledger writer's health, which the request path knows nothing of
         self.readiness: Callable[[], tuple[str, ...]] = lambda: ()
+
+    def set_catalog(self, catalog: PriceCatalog) -> None:
+        """Price from now on with `catalog` (dated FX rates: `finance/fx_refresh.py`)."""
+        self.catalog, self.pricer = catalog, WorstCasePricer(self.cfg, catalog)
+        self.cache.catalog = catalog
 
     def use_quota_store(self, store: PostgresQuotaStore) -> QuotaSyncer:
         """Budgets, key limits and model caps shared by every replica through `store`;

@@ -7,6 +7,7 @@ from dashboard.filters import (
     Filters,
     clamp,
     default_filters,
+    fitted_default,
     from_query_params,
     to_query_params,
 )
@@ -102,3 +103,38 @@ def test_the_endpoint_filter_travels_in_the_url():
     params = to_query_params(f)
     assert params["endpoint"] == "embeddings,responses"
     assert from_query_params(params, TODAY) == f
+
+
+NOW = dt.datetime(2026, 11, 29, 14, 37, 12, tzinfo=dt.UTC)
+
+
+def test_a_young_ledger_is_shown_in_minutes_from_its_first_request_to_now():
+    f = fitted_default(NOW - dt.timedelta(minutes=25), NOW)
+    assert f.grain == "minute" and f.freq == "min"
+    assert f.start_at == dt.datetime(2026, 11, 29, 14, 12, tzinfo=dt.UTC)
+    assert f.end_at == dt.datetime(2026, 11, 29, 14, 42, tzinfo=dt.UTC)  # now, rounded up
+    assert f.end_at > NOW
+    assert f.previous.end_at == f.start_at
+    assert f.previous.end_at - f.previous.start_at == f.end_at - f.start_at
+    assert "14:12" in f.label()
+
+
+def test_hours_for_a_ledger_of_a_day_days_for_an_older_one_never_empty_days_before_it():
+    day_old = fitted_default(NOW - dt.timedelta(hours=20), NOW)
+    assert day_old.since is None and day_old.grain == "hour"
+    assert (day_old.start, day_old.end) == (dt.date(2026, 11, 28), NOW.date())
+    ten_days = fitted_default(NOW - dt.timedelta(days=10), NOW)
+    assert ten_days.grain == "day" and ten_days.start == dt.date(2026, 11, 19)
+    old = fitted_default(NOW - dt.timedelta(days=90), NOW)
+    assert old == default_filters(NOW.date()) and old.days == 30
+    assert fitted_default(None, NOW) == default_filters(NOW.date())
+
+
+def test_the_data_window_is_kept_only_when_the_url_names_no_dates():
+    default = fitted_default(NOW - dt.timedelta(minutes=5), NOW)
+    assert from_query_params({}, NOW.date(), default).grain == "minute"
+    assert from_query_params({"app": "a"}, NOW.date(), default).since == default.since
+    picked = from_query_params({"from": "2026-11-29"}, NOW.date(), default)
+    assert picked.since is None and picked.grain == "hour"
+    assert "from" not in to_query_params(default)
+    assert clamp(default, NOW.date(), NOW.date(), NOW.date()) == (default, None)

@@ -12,10 +12,10 @@ import streamlit as st
 from sqlalchemy import text
 
 from dashboard import queries
-from dashboard.cube import CUBE_COLUMNS, DIMENSIONS, records_to_cube
+from dashboard.cube import CUBE_COLUMNS, DIMENSIONS, dsum, records_to_cube
 from dashboard.filters import Filters
 from dashboard.latency import latency_table
-from dashboard.spend import export_frame, totals
+from dashboard.spend import breakdown, export_frame, totals
 from gateway.devtools.seed import seed_ledger
 from gateway.domain.config import default_config_path, load_config
 from gateway.domain.pricing import PriceCatalog
@@ -30,7 +30,7 @@ END = dt.datetime(2026, 11, 20, 15, 30, tzinfo=dt.UTC)
 @pytest.fixture
 def seeded(database_url, ledger_engine, empty_usage):
     st.cache_data.clear()
-    st.cache_resource.clear()  # the rollup of closed days, held per database
+    st.cache_resource.clear()
     seed_ledger(database_url, CFG, 3000, days=20, end=END, seed=11)
     missing = record(
         started_at=END - dt.timedelta(hours=2),
@@ -193,8 +193,11 @@ def test_a_team_scope_keeps_every_query_to_that_teams_rows(seeded, ledger_engine
     # a team picked in the URL cannot widen the scope: it only narrows it, to nothing here
     other = dataclasses.replace(month, teams=("customer",))
     assert totals(queries.cube(seeded, other)).requests == 0
-    assert set(queries.histogram(seeded, month)["team"]) == {"platform"}
-    hourly = dataclasses.replace(month, start=END.date())  # read from the ledger directly
+    # the histograms come summed over teams: their count is the team's successful requests
+    ok = sql_sums(ledger_engine, "team = 'platform' AND status = 'ok'")["requests"]
+    hist = queries.histogram(seeded, month)
+    assert hist.loc[hist["metric"] == "latency", "requests"].sum() == ok > 0
+    hourly = dataclasses.replace(month, start=END.date())  # from the hourly rollup
     assert hourly.grain == "hour"
     assert set(queries.cube(seeded, hourly)["team"]) == {"platform"}
     log = queries.recent_requests(seeded, month, limit=1000)
@@ -210,11 +213,7 @@ def test_a_team_scope_keeps_every_query_to_that_teams_rows(seeded, ledger_engine
     assert set(values["app"]) == {"search", "internal-tools"}
 
 
-def test_ledger_bounds_and_no_rollup_before_the_first_request(
-    seeded, ledger_engine, tmp_path, monkeypatch
-):
-    monkeypatch.setenv("COSTGATE_STATE_DIR", str(tmp_path))  # the rollup stores its days here
-    st.cache_resource.clear()
+def test_ledger_bounds_and_a_range_from_1900(seeded, ledger_engine):
     with ledger_engine.connect() as conn:
         first, last = conn.execute(
             text(
@@ -225,10 +224,6 @@ def test_ledger_bounds_and_no_rollup_before_the_first_request(
     assert queries.ledger_bounds(seeded) == (first, last)
     everything = Filters(dt.date(1900, 1, 1), END.date())
     assert totals(queries.cube(seeded, everything)).requests == sql_sums(ledger_engine)["requests"]
-    stored = sorted(p.stem for p in (tmp_path / "dashboard-rollup").glob("*/*.pkl"))
-    # the closed days from the first request to the range's end, not one of 1900..first
-    span = (END.date() - first).days + 1
-    assert stored == [(first + dt.timedelta(days=i)).isoformat() for i in range(span)]
 
 
 def test_an_empty_ledger_has_no_bounds(database_url, empty_usage):
@@ -246,3 +241,83 @@ def test_the_endpoint_is_a_filter_and_its_totals_reconcile(seeded, ledger_engine
     sums = sql_sums(ledger_engine, "endpoint = 'responses'")
     assert t.requests == sums["requests"] > 50
     assert t.spend_usd == sums["spend"] and t.tokens == sums["tokens"]
+
+
+def test_savings_waterfall_adds_up_to_the_headline_to_the_cent(seeded, ledger_engine):
+    """Saved against no costgate, from plain SQL over the raw rows, equals the page's
+    headline; its steps (cache hits and a relay among them) add up to it exactly, and
+    in cents as the waterfall draws them."""
+    filters = Filters(END.date() - dt.timedelta(days=29), END.date())
+    split = totals(queries.cube(seeded, filters)).savings
+    with ledger_engine.connect() as conn:
+        no_costgate, billed, hits, relay = conn.execute(
+            text(
+                "SELECT sum(coalesce(r.baseline_cost_usd, r.list_cost_usd)"
+                "   + coalesce(r.cached_prompt_tokens * (pv.list_input - pv.list_cached_input)"
+                "     * 0.000001, 0)),"
+                " sum(r.actual_cost_usd),"
+                " sum(r.list_cost_usd) FILTER (WHERE r.cache_hit),"
+                " sum(r.list_cost_usd - r.actual_cost_usd) FILTER (WHERE r.provider = 'relay'"
+                "   AND NOT r.cache_hit)"
+                " FROM usage_records r LEFT JOIN price_versions pv ON pv.id = r.price_version_id"
+                " WHERE r.actual_cost_usd IS NOT NULL"
+            )
+        ).one()
+    assert split.no_costgate_usd == no_costgate
+    assert split.billed_usd == billed
+    assert split.saved_usd == no_costgate - billed > 0
+    assert split.steps["cache_hits"] == hits > 0
+    # the other providers bill their list price: the relay's ¥1 per $1 at ¥7.3 is all of it
+    assert split.steps["provider_price_fx"] == relay > 0
+    assert all(split.steps[s] > 0 for s in ("routing", "cached_tokens"))
+    assert sum(split.steps.values()) == split.saved_usd
+    cents = split.in_cents()
+    assert cents.no_costgate_usd == round(no_costgate, 2)
+    assert cents.saved_usd == round(no_costgate - billed, 2)
+    assert sum(cents.steps.values()) == cents.saved_usd == cents.no_costgate_usd - cents.billed_usd
+    assert abs(cents.billed_usd - round(billed, 2)) <= Decimal("0.01")
+
+
+@pytest.mark.parametrize("dims", [queries.OVERVIEW_DIMS, queries.SAVINGS_DIMS])
+def test_a_cube_of_fewer_dimensions_has_the_same_figures(seeded, dims):
+    filters = Filters(END.date() - dt.timedelta(days=29), END.date())
+    full = queries.cube(seeded, filters)
+    some = queries.cube(seeded, filters, dims=dims)
+    assert len(some) < len(full)
+    assert totals(some) == totals(full)
+    for by in [d for d in dims if d != "status"]:
+        assert breakdown(some, by).equals(breakdown(full, by))
+    dropped = [d for d in DIMENSIONS[1:] if d not in dims]
+    assert some[dropped].isna().all().all()
+
+
+def test_one_histogram_per_bucket_gives_the_same_percentiles(seeded):
+    from dashboard.latency import latency_quantile
+
+    f = Filters(END.date() - dt.timedelta(days=29), END.date())
+    by_model = queries.histogram(seeded, f)
+    merged = queries.histogram(seeded, f, per_model=False)
+    assert len(merged) < len(by_model) and merged["model"].isna().all()
+    assert merged["requests"].sum() == by_model["requests"].sum()
+    for q in (0.5, 0.95, 0.99):
+        assert latency_quantile(merged, q) == latency_quantile(by_model, q)
+
+
+def test_the_export_carries_the_savings_split_adding_up_to_the_pages(seeded):
+    f = Filters(END.date() - dt.timedelta(days=29), END.date())
+    cube = queries.cube(seeded, f)
+    out = export_frame(cube)
+    split = totals(cube).savings
+    assert dsum(out["no_costgate_usd"]) == split.no_costgate_usd
+    assert dsum(out["saved_usd"]) == split.saved_usd
+    for step in ("routing", "cached_tokens", "provider_price_fx", "cache_hits"):
+        assert dsum(out[f"saved_{step}_usd"]) == split.steps[step]
+    priced = out[out["saved_usd"].notna()]
+    assert all(
+        r.saved_usd
+        == r.saved_routing_usd
+        + r.saved_cached_tokens_usd
+        + r.saved_provider_price_fx_usd
+        + r.saved_cache_hits_usd
+        for r in priced.itertuples()
+    )

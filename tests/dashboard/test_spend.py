@@ -10,7 +10,7 @@ from dashboard.spend import (
     breakdown,
     comparison_table,
     export_frame,
-    savings_components,
+    savings_split,
     totals,
 )
 from gateway.domain.usage_record import RequestStatus, UsageSource
@@ -126,14 +126,16 @@ def test_export_frame_is_day_by_app_model_provider_and_reconciles():
     assert len(out) == 3
 
 
-def test_savings_components_name_each_source():
-    comps = savings_components(records_to_cube(frame([record()]), "day", DISCOUNT))
-    assert comps["savings_usd"].tolist() == [
-        Decimal("0.0088"),
-        Decimal("0.0002"),
-        Decimal("0.0000504"),
-        None,  # no response-cache hits
-    ]
+def test_the_savings_split_of_one_record_adds_up_to_its_headline():
+    split = savings_split(records_to_cube(frame([record()]), "day", DISCOUNT))
+    assert split.steps == {
+        "routing": Decimal("0.0088"),
+        "cached_tokens": Decimal("0.0000504"),
+        "provider_price_fx": Decimal("0.0002"),
+        "cache_hits": 0,  # no response-cache hits
+    }
+    assert split.no_costgate_usd == Decimal("0.01") + Decimal("0.0000504")  # baseline + cached
+    assert split.saved_usd == sum(split.steps.values())
 
 
 def test_a_response_cache_hit_counts_its_list_price_as_cache_savings():
@@ -152,8 +154,9 @@ def test_a_response_cache_hit_counts_its_list_price_as_cache_savings():
     assert t.savings_usd == Decimal("0.0014000000")
     assert t.provider_savings_usd == Decimal("0.0002000000")
     assert t.savings_pct == Decimal("0.0014") * 100 / Decimal("0.0024")
-    comps = savings_components(cube).set_index("component")["savings_usd"]
-    assert comps.iloc[1] == Decimal("0.0002000000") and comps.iloc[3] == Decimal("0.0012")
+    steps = savings_split(cube).steps
+    assert steps["provider_price_fx"] == Decimal("0.0002")
+    assert steps["cache_hits"] == Decimal("0.0012")
     assert dsum(breakdown(cube, "model")["savings_usd"]) == Decimal("0.0014")
 
 

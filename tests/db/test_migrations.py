@@ -11,6 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, make_url
 
+import db.analytics  # noqa: F401 - the rollup tables are on Base.metadata too
 from db.engine import libpq_url, make_engine
 from db.migrate import current_revision, downgrade, head_revision, upgrade
 from db.models import ENDPOINTS, REQUEST_STATUSES, USAGE_SOURCES, Base

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import db.analytics  # noqa: F401 - the rollup tables are on Base.metadata too
 from db.models import Base, UsageRow
 from gateway.domain.usage_record import UsageRecord
 
@@ -27,6 +28,15 @@ def test_table_names_are_the_agreed_ones() -> None:
         "budget_alerts",
         "budget_leases",
         "limit_buckets",
+        # the ledger's rollups (db.analytics.rollup_tables, docs/ROLLUPS.md)
+        "usage_rollup_hourly",
+        "usage_rollup_daily",
+        "latency_rollup_hourly",
+        "latency_rollup_daily",
+        "usage_rollup_state",
+        # dated FX and imported invoices (docs/FINANCE.md)
+        "fx_rates",
+        "invoice_lines",
     }
 
 

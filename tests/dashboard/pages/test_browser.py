@@ -44,8 +44,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 PAGES = [
-    *("Overview", "Savings", "Spend", "Export", "Latency & errors", "Routing", "Requests"),
-    "Budgets",
+    *("Overview", "Savings", "Spend", "Export", "What-if", "Reconcile"),
+    *("Latency & errors", "Routing", "Requests", "Budgets"),
 ]
 NEW_AUTO = {"deepseek-v3.2": 0, "gemini-2.5-flash": 0, "claude-sonnet-4.5": 100}
 

@@ -29,6 +29,13 @@ def sql_sums(engine: Engine, where: str = "TRUE", **params: Any) -> dict[str, An
     sql = f"""
         SELECT count(*) AS requests,
                sum(actual_cost_usd) AS spend,
+               -- docs/SAVINGS.md: baseline (or list) at list, cached tokens at full input
+               sum(coalesce(baseline_cost_usd, list_cost_usd) + coalesce(
+                   cached_prompt_tokens * (
+                       SELECT pv.list_input - pv.list_cached_input FROM price_versions pv
+                       WHERE pv.id = price_version_id
+                   ) * 0.000001, 0)
+               ) FILTER (WHERE actual_cost_usd IS NOT NULL) AS no_costgate,
                sum(list_cost_usd) AS list_spend,
                sum(list_cost_usd) - sum(actual_cost_usd) AS savings,
                sum(baseline_cost_usd - list_cost_usd) AS routing_savings,

@@ -1,0 +1,305 @@
+"""The rollups' columns and the SQL that folds ledger rows into them, as text (pure).
+
+One definition serves three users: the migration that creates the tables and the
+trigger function (`0006_rollups`), the SQLAlchemy models (`db.analytics.rollup_tables`),
+and the rebuild (`db.analytics.rollups`). The trigger and the rebuild run the very same
+GROUP BY over raw rows for the hours (the rebuild then sums its days from those hours), so
+a rebuilt rollup equals the incrementally kept one (a test checks).
+See docs/ROLLUPS.md.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Grain = Literal["hour", "day"]
+GRAINS: tuple[Grain, ...] = ("hour", "day")
+
+# table names per grain: the cube (every dimension a view or the usage API slices by)
+# and the latency/TTFT histograms of successful requests (the dashboard's latency page)
+USAGE_TABLES: dict[Grain, str] = {"hour": "usage_rollup_hourly", "day": "usage_rollup_daily"}
+LATENCY_TABLES: dict[Grain, str] = {
+    "hour": "latency_rollup_hourly",
+    "day": "latency_rollup_daily",
+}
+STATE_TABLE = "usage_rollup_state"
+# a session that sets this to 'on' deletes raw rows without touching the rollups
+# (retention pruning: the rollups outlive the raw rows)
+KEEP_ROLLUPS_SETTING = "costgate.keep_rollups"
+
+# dimension -> (SQL type, expression over a ledger row `r`)
+DIMENSIONS: dict[str, str] = {
+    "app": "text",
+    "team": "text",
+    "key_id": "uuid",
+    "requested_model": "text",
+    "alias": "text",
+    "model": "text",
+    "provider": "text",
+    "endpoint": "text",
+    "status": "text",
+    "error_class": "text",
+    # functionally given by (provider, model, day) in practice: cheap to keep, and they
+    # let FX, re-pricing and exports reach the price version and the billed currency
+    "billing_currency": "text",
+    "price_version_id": "uuid",
+    "baseline_model": "text",
+}
+NOT_NULL_DIMENSIONS = frozenset({"app", "requested_model", "endpoint", "status"})
+
+# additive integer measures: name -> SQL over a ledger row `r` (summed)
+COUNTS: dict[str, str] = {
+    "requests": "1",
+    "prompt_tokens": "r.prompt_tokens",
+    "cached_prompt_tokens": "r.cached_prompt_tokens",
+    "completion_tokens": "r.completion_tokens",
+    "reasoning_tokens": "r.reasoning_tokens",
+    "cache_write_tokens": "r.cache_write_tokens",
+    "trimmed_tokens": "r.trimmed_tokens",
+    # requests that got an answer but no known cost (see dashboard.cube.ANSWERED)
+    "unknown_cost_requests": (
+        "CASE WHEN r.actual_cost_usd IS NULL AND r.status IN ('ok', 'cancelled')"
+        " THEN 1 ELSE 0 END"
+    ),
+    "estimated_requests": "CASE WHEN r.usage_source = 'estimated' THEN 1 ELSE 0 END",
+    "stream_requests": "CASE WHEN r.stream THEN 1 ELSE 0 END",
+    "cache_hit_requests": "CASE WHEN r.cache_hit THEN 1 ELSE 0 END",
+}
+
+# exact NUMERIC measures (unconstrained scale: a sum never rounds): NULL when every
+# summed value is NULL, as in the ledger (an unknown cost stays unknown, never 0)
+MONEY: dict[str, str] = {
+    "actual_cost": "r.actual_cost",  # in billing_currency (a dimension)
+    "actual_cost_usd": "r.actual_cost_usd",
+    "list_cost_usd": "r.list_cost_usd",
+    "baseline_cost_usd": "r.baseline_cost_usd",
+    "savings_usd": "r.list_cost_usd - r.actual_cost_usd",
+    "priced_list_usd": "CASE WHEN r.actual_cost_usd IS NOT NULL THEN r.list_cost_usd END",
+    "routing_savings_usd": "r.baseline_cost_usd - r.list_cost_usd",
+    "cache_savings_usd": "CASE WHEN r.cache_hit THEN r.list_cost_usd - r.actual_cost_usd END",
+    # multiplying by 0.000001 (not dividing by 1e6) keeps NUMERIC exact
+    "cached_savings_usd": (
+        "r.cached_prompt_tokens * (pv.list_input - pv.list_cached_input) * 0.000001"
+    ),
+}
+
+LATENCY_DIMENSIONS: dict[str, str] = {
+    "app": "text",
+    "team": "text",
+    "model": "text",
+    "provider": "text",
+    "endpoint": "text",
+    "metric": "text",  # 'latency' | 'ttft'
+    "bin": "integer",  # floor(ln(1 + ms) × BINS_PER_LN), as dashboard.latency reads it
+}
+# dashboard.latency.BINS_PER_LN (a test checks they agree)
+BINS_PER_LN = 32
+
+
+def usage_key(grain: Grain) -> tuple[str, ...]:
+    del grain  # the same key at every grain
+    return ("bucket", *DIMENSIONS)
+
+
+def latency_key() -> tuple[str, ...]:
+    return ("bucket", *LATENCY_DIMENSIONS)
+
+
+def _bucket(grain: Grain) -> str:
+    # the UTC hour or day, whatever the session's time zone
+    return f"date_trunc('{grain}', r.started_at, 'UTC')"
+
+
+def _null_preserving_add(column: str) -> str:
+    return (
+        f"{column} = CASE WHEN t.{column} IS NULL THEN excluded.{column}"
+        f" WHEN excluded.{column} IS NULL THEN t.{column}"
+        f" ELSE t.{column} + excluded.{column} END"
+    )
+
+
+def fold_usage_sql(grain: Grain, source: str) -> str:
+    """Add the rows of `source` (a relation of ledger rows) to the grain's usage rollup.
+
+    Groups are inserted in key order, so two writers folding overlapping batches lock the
+    same rollup rows in the same order (no deadlock between them).
+    """
+    key = usage_key(grain)
+    n = len(key)
+    select = [f"{_bucket(grain)} AS bucket"]
+    select += [f"r.{d}" for d in DIMENSIONS]
+    select += [f"coalesce(sum({expr}), 0) AS {name}" for name, expr in COUNTS.items()]
+    select += [f"sum({expr}) AS {name}" for name, expr in MONEY.items()]
+    columns = (*key, *COUNTS, *MONEY)
+    updates = [f"{c} = t.{c} + excluded.{c}" for c in COUNTS]
+    updates += [_null_preserving_add(c) for c in MONEY]
+    positions = ", ".join(str(i) for i in range(1, n + 1))
+    return (
+        f"INSERT INTO {USAGE_TABLES[grain]} AS t ({', '.join(columns)})\n"
+        f"SELECT {', '.join(select)}\n"
+        f"FROM {source} r LEFT JOIN price_versions pv ON pv.id = r.price_version_id\n"
+        f"GROUP BY {positions} ORDER BY {positions}\n"
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(updates)}"
+    )
+
+
+def fold_latency_sql(grain: Grain, source: str) -> str:
+    """Add the successful rows of `source` to the grain's latency and TTFT histograms."""
+    key = latency_key()
+    positions = ", ".join(str(i) for i in range(1, len(key) + 1))
+    return (
+        f"INSERT INTO {LATENCY_TABLES[grain]} AS t ({', '.join(key)}, requests)\n"
+        f"SELECT {_bucket(grain)} AS bucket, r.app, r.team, r.model, r.provider,"
+        f" r.endpoint, m.metric, floor(ln(1 + m.ms::float8) * {BINS_PER_LN})::int AS bin,"
+        " count(*) AS requests\n"
+        f"FROM {source} r CROSS JOIN LATERAL"
+        " (VALUES ('latency', r.latency_ms), ('ttft', r.ttft_ms)) AS m(metric, ms)\n"
+        "WHERE r.status = 'ok' AND m.ms IS NOT NULL\n"
+        f"GROUP BY {positions} ORDER BY {positions}\n"
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET requests = t.requests + excluded.requests"
+    )
+
+
+def fold_all_sql(source: str) -> list[str]:
+    """Every fold statement for `source`, in the one order every writer takes."""
+    out = []
+    for grain in GRAINS:
+        out.append(fold_usage_sql(grain, source))
+        out.append(fold_latency_sql(grain, source))
+    return out
+
+
+def trigger_function_sql() -> str:
+    """The AFTER INSERT statement trigger's function: folds the statement's new rows.
+
+    It sees only the rows the statement really inserted (ON CONFLICT DO NOTHING skips a
+    replayed row), and runs inside the writer's transaction: a row and its rollup
+    commit together, whatever its started_at (late rows from a spool replay included).
+    """
+    body = ";\n  ".join(fold_all_sql("new_rows"))
+    return (
+        "CREATE OR REPLACE FUNCTION usage_rollup_fold() RETURNS trigger\n"
+        "LANGUAGE plpgsql AS $$\nBEGIN\n"
+        f"  {body};\n"
+        "  RETURN NULL;\nEND $$"
+    )
+
+
+def delete_function_sql() -> str:
+    """The AFTER DELETE statement trigger's function: rebuilds the days the deleted rows
+    fell on from the rows left, unless the session keeps its rollups (retention)."""
+    return (
+        "CREATE OR REPLACE FUNCTION usage_rollup_unfold() RETURNS trigger\n"
+        "LANGUAGE plpgsql AS $$\nDECLARE d record;\nBEGIN\n"
+        f"  IF coalesce(current_setting('{KEEP_ROLLUPS_SETTING}', true), '') = 'on' THEN\n"
+        "    RETURN NULL;\n  END IF;\n"
+        "  FOR d IN SELECT DISTINCT date_trunc('day', started_at, 'UTC') AS day\n"
+        "           FROM old_rows ORDER BY 1 LOOP\n"
+        "    PERFORM usage_rollup_rebuild(d.day, d.day + interval '1 day');\n"
+        "  END LOOP;\n"
+        "  RETURN NULL;\nEND $$"
+    )
+
+
+def truncate_function_sql() -> str:
+    """An emptied ledger empties its rollups too (unless the session keeps them)."""
+    tables = ", ".join([*USAGE_TABLES.values(), *LATENCY_TABLES.values()])
+    return (
+        "CREATE OR REPLACE FUNCTION usage_rollup_truncate() RETURNS trigger\n"
+        "LANGUAGE plpgsql AS $$\nBEGIN\n"
+        f"  IF coalesce(current_setting('{KEEP_ROLLUPS_SETTING}', true), '') = 'on' THEN\n"
+        "    RETURN NULL;\n  END IF;\n"
+        f"  TRUNCATE {tables};\n"
+        f"  UPDATE {STATE_TABLE} SET pruned_before = NULL;\n"
+        "  RETURN NULL;\nEND $$"
+    )
+
+
+def days_from_hours_sql(
+    tables: dict[Grain, str], dimensions: tuple[str, ...], measures: tuple[str, ...]
+) -> str:
+    """The day rollup of [lo, hi) summed from its hour rollup (inside the rebuild)."""
+    dims = ", ".join(dimensions)
+    n = len(dimensions) + 1
+    positions = ", ".join(str(i) for i in range(1, n + 1))
+    sums = ", ".join(f"sum({m})" for m in measures)
+    return (
+        f"INSERT INTO {tables['day']} (bucket, {dims}, {', '.join(measures)})\n"
+        f"SELECT date_trunc('day', bucket, 'UTC'), {dims}, {sums}\n"
+        f"FROM {tables['hour']} WHERE bucket >= lo AND bucket < hi\n"
+        f"GROUP BY {positions} ORDER BY {positions}"
+    )
+
+
+def rebuild_function_sql() -> str:
+    """`usage_rollup_rebuild(start, end)`: every rollup of the whole UTC days in
+    [start, end) recomputed from the raw rows; returns the ledger rows folded.
+
+    Days before the retention horizon (`pruned_before`) keep their rollups: their raw
+    rows are gone. EXCLUSIVE locks on the rollups wait for writers that folded rows but
+    have not committed, and hold new folds back until this commits, so no row is
+    counted twice or missed.
+    """
+    tables = [*USAGE_TABLES.values(), *LATENCY_TABLES.values()]
+    locks = "".join(f"  LOCK TABLE {t} IN EXCLUSIVE MODE;\n" for t in tables)
+    deletes = "".join(
+        f"  DELETE FROM {t} WHERE bucket >= lo AND bucket < hi;\n" for t in tables
+    )
+    source = "(SELECT * FROM usage_records WHERE started_at >= lo AND started_at < hi)"
+    # the hours from raw rows, then the days from those hours: the same sums (SUM skips
+    # NULLs either way), and a second pass over far fewer rows than the ledger's
+    folds = ";\n  ".join(
+        [
+            fold_usage_sql("hour", source),
+            fold_latency_sql("hour", source),
+            days_from_hours_sql(USAGE_TABLES, (*DIMENSIONS,), (*COUNTS, *MONEY)),
+            days_from_hours_sql(LATENCY_TABLES, (*LATENCY_DIMENSIONS,), ("requests",)),
+        ]
+    )
+    return (
+        "CREATE OR REPLACE FUNCTION usage_rollup_rebuild(start_at timestamptz,"
+        " end_at timestamptz) RETURNS bigint\n"
+        "LANGUAGE plpgsql AS $$\nDECLARE lo timestamptz; hi timestamptz; horizon timestamptz;"
+        " n bigint;\nBEGIN\n"
+        # a rebuild groups whole days of rows: sort them in memory, not on disk
+        "  PERFORM set_config('work_mem', '128MB', true);\n"
+        f"  SELECT pruned_before INTO horizon FROM {STATE_TABLE};\n"
+        "  lo := date_trunc('day', start_at, 'UTC');\n"
+        "  hi := date_trunc('day', end_at + interval '1 day' - interval '1 microsecond', 'UTC');\n"
+        "  IF horizon IS NOT NULL AND lo < horizon THEN lo := horizon; END IF;\n"
+        "  IF lo IS NULL OR hi IS NULL OR lo >= hi THEN RETURN 0; END IF;\n"
+        f"{locks}{deletes}"
+        f"  {folds};\n"
+        "  SELECT count(*) INTO n FROM usage_records WHERE started_at >= lo AND started_at < hi;\n"
+        "  RETURN n;\nEND $$"
+    )
+
+
+def function_sql() -> list[str]:
+    """Every function the rollups need, in dependency order."""
+    return [
+        rebuild_function_sql(),
+        trigger_function_sql(),
+        delete_function_sql(),
+        truncate_function_sql(),
+    ]
+
+
+TRIGGERS_SQL = (
+    "CREATE TRIGGER usage_records_rollup_insert AFTER INSERT ON usage_records"
+    " REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION usage_rollup_fold()",
+    "CREATE TRIGGER usage_records_rollup_delete AFTER DELETE ON usage_records"
+    " REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION usage_rollup_unfold()",
+    "CREATE TRIGGER usage_records_rollup_truncate AFTER TRUNCATE ON usage_records"
+    " FOR EACH STATEMENT EXECUTE FUNCTION usage_rollup_truncate()",
+)
+DROP_SQL = (
+    "DROP TRIGGER IF EXISTS usage_records_rollup_insert ON usage_records",
+    "DROP TRIGGER IF EXISTS usage_records_rollup_delete ON usage_records",
+    "DROP TRIGGER IF EXISTS usage_records_rollup_truncate ON usage_records",
+    "DROP FUNCTION IF EXISTS usage_rollup_fold()",
+    "DROP FUNCTION IF EXISTS usage_rollup_unfold()",
+    "DROP FUNCTION IF EXISTS usage_rollup_truncate()",
+    "DROP FUNCTION IF EXISTS usage_rollup_rebuild(timestamptz, timestamptz)",
+)

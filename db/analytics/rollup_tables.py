@@ -1,0 +1,102 @@
+"""The rollup tables as SQLAlchemy Core tables on the ledger's metadata (docs/ROLLUPS.md).
+
+Core tables rather than ORM classes: a rollup row has no identity of its own, and its
+key holds NULLs (a request without a team or an alias), so the key is a unique index
+with NULLS NOT DISTINCT instead of a primary key. Columns come from
+`db.analytics.rollup_sql`, the one definition the trigger's SQL uses as well.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    Numeric,
+    Table,
+    Text,
+    Uuid,
+    text,
+)
+from sqlalchemy.types import TypeEngine
+
+from db.analytics.rollup_sql import (
+    COUNTS,
+    DIMENSIONS,
+    LATENCY_DIMENSIONS,
+    LATENCY_TABLES,
+    MONEY,
+    NOT_NULL_DIMENSIONS,
+    STATE_TABLE,
+    USAGE_TABLES,
+    Grain,
+    latency_key,
+    usage_key,
+)
+from db.models import Base
+
+_TYPES: dict[str, TypeEngine[Any]] = {"text": Text(), "uuid": Uuid(), "integer": Integer()}
+
+
+def _usage_table(grain: Grain) -> Table:
+    name = USAGE_TABLES[grain]
+    return Table(
+        name,
+        Base.metadata,
+        Column("bucket", DateTime(timezone=True), nullable=False),
+        *(
+            Column(d, _TYPES[t], nullable=d not in NOT_NULL_DIMENSIONS)
+            for d, t in DIMENSIONS.items()
+        ),
+        *(Column(c, BigInteger, nullable=False, server_default=text("0")) for c in COUNTS),
+        # unconstrained NUMERIC: a sum of any number of rows stays exact
+        *(Column(m, Numeric()) for m in MONEY),
+        Index(
+            f"ux_{name}_key",
+            *usage_key(grain),
+            unique=True,
+            postgresql_nulls_not_distinct=True,
+        ),
+    )
+
+
+def _latency_table(grain: Grain) -> Table:
+    name = LATENCY_TABLES[grain]
+    return Table(
+        name,
+        Base.metadata,
+        Column("bucket", DateTime(timezone=True), nullable=False),
+        *(
+            Column(d, _TYPES[t], nullable=d not in ("endpoint", "metric", "bin"))
+            for d, t in LATENCY_DIMENSIONS.items()
+        ),
+        Column("requests", BigInteger, nullable=False, server_default=text("0")),
+        Index(
+            f"ux_{name}_key",
+            *latency_key(),
+            unique=True,
+            postgresql_nulls_not_distinct=True,
+        ),
+    )
+
+
+usage_rollup_hourly = _usage_table("hour")
+usage_rollup_daily = _usage_table("day")
+latency_rollup_hourly = _latency_table("hour")
+latency_rollup_daily = _latency_table("day")
+
+# one row: what maintenance knows about the raw rows (NULL: never pruned)
+usage_rollup_state = Table(
+    STATE_TABLE,
+    Base.metadata,
+    Column("id", Boolean, primary_key=True, server_default=text("true")),
+    # raw rows started before this were pruned by retention: their rollups are final
+    Column("pruned_before", DateTime(timezone=True)),
+    CheckConstraint("id", name="single_row"),
+)

@@ -1,0 +1,74 @@
+"""The usage and costs routes' handler: admin key, parameters, one query, one page.
+
+Not an LLM call: nothing is routed, reserved or recorded, as for `/v1/models`. The
+parameters are checked before the database is asked (a bad one is a 400 naming it); a
+database that cannot answer is a 503, never a 500. The query runs in a worker thread on
+an engine of its own (two connections at most), opened on the first call, so replicas
+nobody asks for reports hold no extra connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from db.analytics.usage_queries import fetch_usage
+from db.analytics.usage_request import (
+    Kind,
+    UsageParamError,
+    build_page,
+    encode_json,
+    parse_query,
+)
+from gateway.domain.openai_errors import OpenAIError
+from gateway.replica.auth import KeyRing
+
+log = logging.getLogger("costgate.usage_api")
+QUERY_TIMEOUT_S = 30.0
+
+
+class UsageApi:
+    def __init__(self, keys: KeyRing, database_url: str | None) -> None:
+        self._keys = keys
+        self._url = database_url
+        self._engine: Any = None
+        self._lock = threading.Lock()
+
+    def _engine_for_queries(self) -> Any:
+        with self._lock:  # worker threads: one engine, made once
+            if self._engine is None:
+                from db.engine import make_engine
+
+                self._engine = make_engine(self._url, pool_size=2, max_overflow=0)
+            return self._engine
+
+    async def __call__(self, request: Request, kind: Kind) -> Response:
+        await self._keys.identify_admin(request.headers.get("authorization"))
+        try:
+            query = parse_query(kind, request.query_params.multi_items(), int(time.time()))
+        except UsageParamError as err:
+            raise OpenAIError(400, err.message, param=err.param, code="invalid_parameter") from None
+        if self._url is None:
+            raise OpenAIError(503, "No ledger database is configured.", code="ledger_unavailable")
+        try:
+            rows = await asyncio.wait_for(
+                asyncio.to_thread(lambda: fetch_usage(self._engine_for_queries(), query)),
+                QUERY_TIMEOUT_S,
+            )
+        except Exception as err:  # noqa: BLE001 - the database's state, never the caller's fault
+            log.warning("usage query failed: %s", type(err).__name__)
+            raise OpenAIError(
+                503, "The ledger cannot answer now; try again.", code="ledger_unavailable"
+            ) from None
+        return Response(encode_json(build_page(query, rows)), media_type="application/json")
+
+    def close(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.dispose()

@@ -1,0 +1,99 @@
+"""`costgate report` prints the usage API's figures as a table, CSV and JSON, equal to SQL
+sums over the ledger; `costgate rollups` rebuilds, prunes past retention and reports."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import Engine, text
+
+from gateway.cli.main import main
+from gateway.devtools.seed import seed_ledger
+from gateway.domain.config import default_config_path, load_config
+
+CFG = load_config(default_config_path())
+END = dt.datetime(2026, 11, 20, 0, 0, tzinfo=dt.UTC)
+ARGS = ["--start", "2026-11-10", "--end", "2026-11-20"]
+
+
+@pytest.fixture
+def seeded(database_url: str, ledger_engine: Engine, clean_ledger: None,
+           monkeypatch: pytest.MonkeyPatch) -> Engine:
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    seed_ledger(database_url, CFG, 2000, days=10, end=END, seed=3)
+    return ledger_engine
+
+
+def _sql(engine: Engine, sql: str) -> list[tuple[object, ...]]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(sql)).all()]
+
+
+def test_costs_as_csv_by_project_equal_sql_sums(
+    seeded: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "costs", *ARGS, "--group-by", "project_id", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {"start", "end", "project_id", "amount_usd", "num_model_requests"} <= set(rows[0])
+    got: dict[str, Decimal] = {}
+    for r in rows:
+        got[r["project_id"]] = got.get(r["project_id"], Decimal(0)) + Decimal(r["amount_usd"] or 0)
+    want = _sql(seeded, "SELECT app, sum(actual_cost_usd) FROM usage_records GROUP BY app")
+    assert got == {app: total for app, total in want}
+
+
+def test_completions_as_json_is_the_apis_page_with_every_day(
+    seeded: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "completions", *ARGS, "--group-by", "model", "--format", "json"]) == 0
+    page = json.loads(capsys.readouterr().out, parse_float=Decimal)
+    assert page["object"] == "page" and page["has_more"] is False and len(page["data"]) == 10
+    total = sum(r["input_tokens"] for b in page["data"] for r in b["results"])
+    ((want,),) = _sql(
+        seeded,
+        "SELECT sum(prompt_tokens) FROM usage_records WHERE endpoint <> 'embeddings'",
+    )
+    assert total == want
+
+
+def test_the_table_has_a_total_line_and_a_bad_group_is_refused(
+    seeded: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "completions", *ARGS]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["start", "end", "input_tokens"]
+    ((n,),) = _sql(seeded, "SELECT count(*) FROM usage_records WHERE endpoint <> 'embeddings'")
+    assert lines[-1].split()[0] == "total" and lines[-1].split()[-1] == str(n)
+    assert main(["report", "completions", *ARGS, "--group-by", "line_item"]) == 2
+    assert "group_by" in capsys.readouterr().err
+
+
+def test_rollups_prune_keeps_the_reports_figures_and_rebuild_keeps_them_too(
+    seeded: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "costs", *ARGS, "--format", "json"]) == 0
+    before = capsys.readouterr().out
+    days = (dt.datetime.now(dt.UTC).date() - dt.date(2026, 11, 15)).days
+    assert main(["rollups", "prune", "--days", str(days)]) == 0
+    assert "pruned" in capsys.readouterr().out
+    ((first,),) = _sql(seeded, "SELECT min(started_at) FROM usage_records")
+    assert first >= dt.datetime(2026, 11, 15, tzinfo=dt.UTC)
+    assert main(["rollups", "rebuild"]) == 0
+    assert main(["rollups", "status"]) == 0
+    status = capsys.readouterr().out
+    assert "raw rows pruned before: 2026-11-15" in status
+    assert main(["report", "costs", *ARGS, "--format", "json"]) == 0
+    assert capsys.readouterr().out == before
+
+
+def test_prune_without_retention_keeps_everything(
+    seeded: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["rollups", "prune"]) == 0
+    assert "every raw row is kept" in capsys.readouterr().out
+    assert _sql(seeded, "SELECT count(*) FROM usage_records") == [(2000,)]
