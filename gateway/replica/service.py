@@ -74,7 +74,8 @@ class GatewayService:
     def __init__(self, cfg: Config, *, sink: RecordSink | None = None,
                  hooks: AttemptHooks | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 keyring: KeyRing | None = None, rng: random.Random | None = None) -> None:  # fmt: skip
+                 keyring: KeyRing | None = None,
+                 rng: random.Random | None = None) -> None:  # fmt: skip
         self.cfg = cfg
         self.catalog = PriceCatalog.from_config(cfg)
         self.pricer = WorstCasePricer(cfg, self.catalog)
