@@ -15,7 +15,7 @@ from decimal import Decimal
 import pandas as pd
 
 from dashboard.cube import PER_MILLION, dsum, rollup
-from gateway.domain.savings import STEPS, LedgerSums, Savings, decompose
+from gateway.finance.savings import STEPS, LedgerSums, Savings, decompose
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +131,7 @@ def over_time(cube: pd.DataFrame, freq: str, by: str | None = None) -> pd.DataFr
 
 
 def savings_split(cube: pd.DataFrame) -> Savings:
-    """Saved against no costgate, and its four steps (`gateway.domain.savings`): every
+    """Saved against no costgate, and its four steps (`gateway.finance.savings`): every
     one a sum of the cube's measures, so the pages, the API and the exports agree."""
     return decompose(
         LedgerSums(
@@ -193,7 +193,7 @@ def export_frame(cube: pd.DataFrame) -> pd.DataFrame:
         "list_spend_usd",
         "savings_usd",
         "unknown_cost_requests",
-        # the Savings page's split (gateway.domain.savings, docs/SAVINGS.md), per row
+        # the Savings page's split (gateway.finance.savings, docs/SAVINGS.md), per row
         "no_costgate_usd",
         "saved_usd",
         *(f"saved_{step}_usd" for step in STEPS),

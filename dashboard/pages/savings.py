@@ -11,7 +11,7 @@ from dashboard.components.markers import routing_markers
 from dashboard.components.page import ledger_is_empty, no_match, refreshing, start_page
 from dashboard.components.tables import show_table
 from dashboard.spend import breakdown, comparison_table, over_time, totals
-from gateway.domain.savings import STEP_LABELS, STEPS
+from gateway.finance.savings import STEP_LABELS, STEPS
 
 ctx = start_page("Savings")
 

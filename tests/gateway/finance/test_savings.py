@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gateway.domain.config import load_config
 from gateway.domain.pricing import PriceCatalog, TokenUsage
-from gateway.domain.savings import (
+from gateway.finance.savings import (
     STEPS,
     LedgerSums,
     Savings,
