@@ -21,6 +21,7 @@ from typing import Any
 
 from dashboard.auth import hash_password
 from gateway.domain.config import Config
+from gateway.domain.environment import environment
 
 DEMO_APPS = (("web-chat", "product"), ("support-bot", "customer-care"), ("code-assistant", "eng"))
 DASHBOARD_PORT = 8501
@@ -129,7 +130,7 @@ def _stop(proc: subprocess.Popen[bytes] | None) -> None:
 
 
 def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
-    from db.embedded import state_dir
+    from db.embedded import embedded_running, state_dir, stop_embedded
     from db.migrate import migrated_database_url
     from db.price_sync import sync_prices
     from gateway.control.cluster import (
@@ -152,6 +153,8 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     sim = dashboard = None
     started_ray = False
+    # the embedded PostgreSQL is the demo's to stop only if the demo is what starts it
+    started_pg = not environment().database_url_value and not embedded_running()
     stop = asyncio.Event()
     paths = ClusterPaths(state)
     # Ctrl-C and SIGTERM end up in one place, the finally below, which stops everything
@@ -232,5 +235,8 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
         if started_ray:
             stop_head(paths)
         _stop(sim)
+        if started_pg:
+            with contextlib.suppress(Exception):
+                stop_embedded()
         print("[demo] stopped")
     return 0
