@@ -178,11 +178,14 @@ def comparison_table(cube: pd.DataFrame) -> pd.DataFrame:
 
 
 def export_frame(cube: pd.DataFrame) -> pd.DataFrame:
-    """Day × app × model × provider with tokens, spend, list-price spend and savings."""
-    r = rollup(cube, ["app", "model", "provider"], freq="D")
+    """Day × app × team × key × model × provider with tokens, spend, list-price spend and
+    savings (finance's own tools slice by team and key, not only by app)."""
+    r = rollup(cube, ["app", "team", "key_id", "model", "provider"], freq="D")
     columns = [
         "day",
         "app",
+        "team",
+        "key_id",
         "model",
         "provider",
         "requests",
@@ -224,6 +227,8 @@ def export_frame(cube: pd.DataFrame) -> pd.DataFrame:
         {
             "day": r["period"].dt.strftime("%Y-%m-%d"),
             "app": r["app"],
+            "team": r["team"],
+            "key_id": r["key_id"],
             "model": r["model"],
             "provider": r["provider"],
             "requests": r["requests"],

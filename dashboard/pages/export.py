@@ -1,4 +1,5 @@
-"""Export: CSV of day × app × model × provider with tokens, spend, list spend and savings."""
+"""Export: CSV of day × app × team × key × model × provider with tokens, spend, list spend and
+savings (its split as on the Savings page)."""
 
 from __future__ import annotations
 

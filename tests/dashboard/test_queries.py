@@ -173,16 +173,20 @@ def test_export_rows_equal_a_plain_group_by(seeded, ledger_engine):
     with ledger_engine.connect() as conn:
         rows = conn.execute(
             text(
-                "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), app, model, "
-                "provider, count(*), sum(actual_cost_usd), sum(list_cost_usd) "
-                "FROM usage_records GROUP BY 1, 2, 3, 4"
+                "SELECT to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), app, team, "
+                "key_id::text, model, provider, count(*), sum(actual_cost_usd), "
+                "sum(list_cost_usd) FROM usage_records GROUP BY 1, 2, 3, 4, 5, 6"
             )
         ).all()
-    expected = {(d, a, m or "", p or ""): (n, s, ls) for d, a, m, p, n, s, ls in rows}
-    got = {
-        (r.day, r.app, r.model or "", r.provider or ""): (r.requests, r.spend_usd, r.list_spend_usd)
-        for r in out.itertuples()
+    expected = {
+        (d, a, t or "", k or "", m or "", p or ""): (n, s, ls)
+        for d, a, t, k, m, p, n, s, ls in rows
     }
+    got = {
+        (r.day, r.app, r.team or "", r.key_id or "", r.model or "", r.provider or ""): (
+            r.requests, r.spend_usd, r.list_spend_usd)
+        for r in out.itertuples()
+    }  # fmt: skip
     assert got == expected
 
 

@@ -120,7 +120,7 @@ def test_export_frame_is_day_by_app_model_provider_and_reconciles():
     ]
     cube = records_to_cube(frame(recs), "hour")
     out = export_frame(cube)
-    assert list(out.columns[:4]) == ["day", "app", "model", "provider"]
+    assert list(out.columns[:6]) == ["day", "app", "team", "key_id", "model", "provider"]
     assert out["requests"].sum() == 4
     assert dsum(out["spend_usd"]) == totals(cube).spend_usd
     assert len(out) == 3
