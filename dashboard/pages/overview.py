@@ -24,9 +24,11 @@ def body() -> None:
     now = totals(between(both, f.start_at, f.end_at))
     before = totals(between(both, f.previous.start_at, f.previous.end_at))
     hist = queries.histogram(ctx.url, f, f.previous.start_at, f.end_at, per_model=False)
+    first = queries.first_request_at(ctx.url)
+    covered = first is not None and first <= f.previous.start_at
     overview_tiles(
         now,
-        before,
+        before if covered else None,
         latency_quantile(between(hist, f.start_at, f.end_at), 0.95),
         latency_quantile(between(hist, f.previous.start_at, f.previous.end_at), 0.95),
     )

@@ -228,6 +228,20 @@ def test_overview_kpis_equal_sql_sums_for_the_period(seeded, ledger_engine):
     assert abs(float(shown["p95 latency"].removesuffix(" ms").replace(",", "")) - p95) <= 0.04 * p95
 
 
+def test_changes_against_the_previous_period_only_where_the_ledger_covers_it(
+    dashboard_env, database_url, empty_usage
+):
+    seed_ledger(database_url, CFG, 600, days=20, end=NOW, seed=5)  # younger than 30 days
+    young = app_as("viewer")
+    assert [m.delta for m in young.metric] == [""] * 8  # AppTest: no delta reads as ""
+    assert any(c.value.startswith("No change is shown") for c in young.caption)
+    seed_ledger(database_url, CFG, 600, days=70, end=NOW, seed=6)  # now it covers 60 days
+    st.cache_data.clear()
+    covered = app_as("viewer")
+    assert {m.label: m.delta for m in covered.metric}["Spend"].endswith("vs previous period")
+    assert not any(c.value.startswith("No change is shown") for c in covered.caption)
+
+
 def test_unknown_costs_are_said_not_counted_as_zero(seeded, ledger_engine):
     unknown = sql_sums(
         ledger_engine,
