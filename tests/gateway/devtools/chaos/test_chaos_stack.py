@@ -53,6 +53,25 @@ def check(result: ScenarioResult) -> None:
     assert result.verdict == "ok", render_table([result])
 
 
+def test_soak_measures_growth_between_samples_at_rest(chaos: Context) -> None:
+    # first in the module: the stack's two replicas are settled (after a scenario's
+    # restore, Serve may still be replacing them, and the soak would see new PIDs)
+    spec = SoakSpec(duration_s=12, rps=20, sample_every_s=4, warmup_s=4, concurrency=8)
+    result, samples, grown = run_soak(chaos, spec)
+    print(render_table([result]))
+    assert result.error is None and result.sent > 0
+    assert result.lost == 0 and result.duplicated == 0
+    lived_through = set()  # a replica Serve replaced meanwhile has one end under load
+    for pid in {s.pid for s in samples}:
+        series = sorted((s for s in samples if s.pid == pid), key=lambda s: s.at_s)
+        if len(series) >= 2 and series[0].at_rest and series[-1].at_rest:
+            lived_through.add(pid)  # the two ends growth compares
+        assert not any(s.at_rest for s in series[1:-1])  # under load in between
+        assert all(0 < s.sockets < s.fds for s in series)  # a replica holds sockets and more
+    assert len(lived_through) >= 2  # both replicas of the stack, from rest to rest
+    assert {g.pid for g in grown if g.at_rest} == lived_through
+
+
 def test_schemathesis(chaos: Context) -> None:
     result = run(chaos, "schemathesis")
     check(result)
@@ -99,23 +118,6 @@ def test_redeploy_during_a_database_outage(chaos: Context) -> None:
 
 def test_spool_disk_full(chaos: Context) -> None:
     check(run(chaos, "spool-disk-full"))
-
-
-def test_soak_measures_growth_between_samples_at_rest(chaos: Context) -> None:
-    spec = SoakSpec(duration_s=12, rps=20, sample_every_s=4, warmup_s=4, concurrency=8)
-    result, samples, grown = run_soak(chaos, spec)
-    print(render_table([result]))
-    assert result.error is None and result.sent > 0
-    assert result.lost == 0 and result.duplicated == 0
-    lived_through = set()  # a replica still draining from the scenario before ends early
-    for pid in {s.pid for s in samples}:
-        series = sorted((s for s in samples if s.pid == pid), key=lambda s: s.at_s)
-        if series[0].at_rest and series[-1].at_rest:  # the two ends growth compares
-            lived_through.add(pid)
-        assert not any(s.at_rest for s in series[1:-1])  # under load in between
-        assert all(0 < s.sockets < s.fds for s in series)  # a replica holds sockets and more
-    assert len(lived_through) >= 2  # both replicas of the stack, from rest to rest
-    assert {g.pid for g in grown if g.at_rest} == lived_through
 
 
 def test_down_last(chaos: Context) -> None:
