@@ -6,25 +6,19 @@ the cookie too. A screenshot of every page goes to artifacts/screenshots/."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 from sqlalchemy import create_engine, text
 
-from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password
+from dashboard.auth import USERS_ENV
 from db.engine import normalize_url
 from gateway.replica.service import REQUEST_ID_HEADER
-from tests.fixtures.ports import port_is_free
+from tests.dashboard.support.dashboard_process import running_dashboard, users_value
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
 
@@ -53,9 +47,6 @@ NEW_AUTO = {"deepseek-v3.2": 0, "gemini-2.5-flash": 0, "claude-sonnet-4.5": 100}
 @pytest.fixture(scope="module")
 def dashboard(gateway, port_block, tmp_path_factory) -> Iterator[str]:
     port = port_block.port(DASHBOARD_PORT_OFFSET)
-    # taken, Streamlit would quietly serve on the next port and the test would find
-    # whatever listens here
-    assert port_is_free(port), f"port {port} is taken"
     log = tmp_path_factory.mktemp("dashboard") / "streamlit.log"
     env = dict(gateway.env)
     env.update(
@@ -65,38 +56,12 @@ def dashboard(gateway, port_block, tmp_path_factory) -> Iterator[str]:
         COSTGATE_GATEWAY_URL=gateway.base_url,
         COSTGATE_DASHBOARD_REFRESH_S="3600",  # no timer reruns while the test types
     )
-    env[USERS_ENV] = ",".join(
-        f"{name}:{role}:{hash_password(password, MIN_PBKDF2_ITERATIONS)}"
-        for name, role, password in (
-            ("ann", "admin", "admin-pass"),
-            ("olga", "ops", "ops-pass"),
-            ("vic", "viewer", "view-pass"),
-        )
-    )
-    command = [
-        *(sys.executable, "-m", "gateway.cli", "dashboard"),
-        *("--port", str(port), "--config", str(gateway.config_path)),
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/_stcore/health", timeout=2).status_code == 200:
-                    break
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.3)
-        else:
-            pytest.fail(f"the dashboard did not start:\n{log.read_text()}")
+    env[USERS_ENV] = users_value(
+        (("ann", "admin", "admin-pass"), ("olga", "ops", "ops-pass"),
+         ("vic", "viewer", "view-pass"))
+    )  # fmt: skip
+    with running_dashboard(port, env, gateway.config_path, log) as url:
         yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)  # its own session: the server and nothing else
-        proc.wait(15)
 
 
 @pytest.fixture(scope="module")

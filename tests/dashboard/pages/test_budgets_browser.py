@@ -5,29 +5,23 @@ change a budget. No gateway needed: budgets live in the ledger database."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 from sqlalchemy import Engine, insert
 
-from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password
+from dashboard.auth import USERS_ENV
 from db.budgets import budget_changes, load_budgets, set_budget
 from db.models import UsageRow
 from gateway.domain.budgets import BudgetPeriod, BudgetScope
 from gateway.domain.config import default_config_path
 from tests.dashboard.pages.test_browser import CHROMIUM_ARGS, open_page, settle, shot, sign_in
-from tests.fixtures.ports import port_is_free
+from tests.dashboard.support.dashboard_process import running_dashboard, users_value
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +31,6 @@ DASHBOARD_PORT_OFFSET = 73
 @pytest.fixture(scope="module")
 def budgets_dashboard(database_url, port_block, tmp_path_factory) -> Iterator[str]:
     port = port_block.port(DASHBOARD_PORT_OFFSET)
-    assert port_is_free(port), f"port {port} is taken"
     workdir = tmp_path_factory.mktemp("budgets-dashboard")
     env = dict(os.environ)
     env.update(
@@ -45,38 +38,12 @@ def budgets_dashboard(database_url, port_block, tmp_path_factory) -> Iterator[st
         COSTGATE_STATE_DIR=str(workdir / "state"),
         COSTGATE_DASHBOARD_REFRESH_S="3600",  # no timer reruns while the test types
     )
-    env[USERS_ENV] = ",".join(
-        f"{name}:{role}:{hash_password(password, MIN_PBKDF2_ITERATIONS)}"
-        for name, role, password in (
+    env[USERS_ENV] = users_value((
             ("fin", "finance", "fin-pass"),
             ("olga", "ops", "ops-pass"),
-        )
-    )
-    log = workdir / "streamlit.log"
-    command = [
-        *(sys.executable, "-m", "gateway.cli", "dashboard"),
-        *("--port", str(port), "--config", str(default_config_path())),
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/_stcore/health", timeout=2).status_code == 200:
-                    break
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.3)
-        else:
-            pytest.fail(f"the dashboard did not start:\n{log.read_text()}")
+        ))
+    with running_dashboard(port, env, default_config_path(), workdir / "streamlit.log") as url:
         yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)  # its own session: the server and nothing else
-        proc.wait(15)
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,12 @@ artifacts/screenshots/demo-*.png."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import re
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 
-import httpx
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
@@ -33,9 +27,9 @@ from tests.dashboard.pages.test_browser import (
     shot,
     sign_in,
 )
+from tests.dashboard.support.dashboard_process import running_dashboard
 from tests.dashboard.support.ledger import insert_records, shown_money
 from tests.dashboard.support.records import record
-from tests.fixtures.ports import port_is_free
 
 pytestmark = pytest.mark.browser
 
@@ -58,7 +52,6 @@ CHARTS_JS = """
 @pytest.fixture(scope="module")
 def demo_dashboard(database_url, port_block, tmp_path_factory) -> Iterator[str]:
     port = port_block.port(DASHBOARD_PORT_OFFSET)
-    assert port_is_free(port), f"port {port} is taken"
     workdir = tmp_path_factory.mktemp("demo-dashboard")
     env = dict(os.environ)
     env.update(
@@ -67,31 +60,8 @@ def demo_dashboard(database_url, port_block, tmp_path_factory) -> Iterator[str]:
         COSTGATE_DASHBOARD_REFRESH_S="3600",
     )
     env[USERS_ENV] = f"ann:admin:{hash_password('admin-pass', MIN_PBKDF2_ITERATIONS)}"
-    log = workdir / "streamlit.log"
-    command = [
-        *(sys.executable, "-m", "gateway.cli", "dashboard"),
-        *("--port", str(port), "--config", str(default_config_path())),
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/_stcore/health", timeout=2).status_code == 200:
-                    break
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.3)
-        else:
-            pytest.fail(f"the dashboard did not start:\n{log.read_text()}")
+    with running_dashboard(port, env, default_config_path(), workdir / "streamlit.log") as url:
         yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)  # its own session: the server and nothing else
-        proc.wait(15)
 
 
 def test_the_demos_first_look_shows_30_days_of_charts(

@@ -6,25 +6,19 @@ ops cannot open either page."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 from sqlalchemy import Engine
 
-from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password
+from dashboard.auth import USERS_ENV
 from gateway.domain.config import default_config_path, load_config
 from tests.dashboard.pages.test_browser import CHROMIUM_ARGS, open_page, settle, shot, sign_in
+from tests.dashboard.support.dashboard_process import running_dashboard, users_value
 from tests.db.analytics.finance_seed import clean_finance_tables, seed_finance_ledger
-from tests.fixtures.ports import port_is_free
 
 pytestmark = pytest.mark.browser
 
@@ -39,7 +33,6 @@ CONSOLE_EXPORT = (
 @pytest.fixture(scope="module")
 def finance_dashboard(database_url, port_block, tmp_path_factory) -> Iterator[str]:
     port = port_block.port(DASHBOARD_PORT_OFFSET)
-    assert port_is_free(port), f"port {port} is taken"
     workdir = tmp_path_factory.mktemp("finance-dashboard")
     env = dict(os.environ)
     env.update(
@@ -47,35 +40,9 @@ def finance_dashboard(database_url, port_block, tmp_path_factory) -> Iterator[st
         COSTGATE_STATE_DIR=str(workdir / "state"),
         COSTGATE_DASHBOARD_REFRESH_S="3600",  # no timer reruns while the test clicks
     )
-    env[USERS_ENV] = ",".join(
-        f"{name}:{role}:{hash_password(password, MIN_PBKDF2_ITERATIONS)}"
-        for name, role, password in (("fin", "finance", "fin-pass"), ("olga", "ops", "ops-pass"))
-    )
-    log = workdir / "streamlit.log"
-    command = [
-        *(sys.executable, "-m", "gateway.cli", "dashboard"),
-        *("--port", str(port), "--config", str(default_config_path())),
-    ]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/_stcore/health", timeout=2).status_code == 200:
-                    break
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.3)
-        else:
-            pytest.fail(f"the dashboard did not start:\n{log.read_text()}")
+    env[USERS_ENV] = users_value((("fin", "finance", "fin-pass"), ("olga", "ops", "ops-pass")))
+    with running_dashboard(port, env, default_config_path(), workdir / "streamlit.log") as url:
         yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)  # its own session: the server and nothing else
-        proc.wait(15)
 
 
 @pytest.fixture(scope="module")
