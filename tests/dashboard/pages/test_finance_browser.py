@@ -94,6 +94,7 @@ def test_finance_reprices_and_reconciles_in_the_browser(
     choose(page, "Provider", "anthropic")
     expect(page.get_by_text("No invoice of anthropic imported")).to_be_visible()
     page.get_by_text("Import the provider's export").click()
+    settle(page)  # the expander's widgets are drawn by the rerun the click starts
     choose(page, "Format", "anthropic")
     export = tmp_path / "claude-console.csv"
     export.write_text(CONSOLE_EXPORT.format(day=at.date().isoformat()))
