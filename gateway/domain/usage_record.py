@@ -15,6 +15,9 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
+from gateway.domain import json_codec
 from gateway.domain.endpoints import Endpoint
 
 
@@ -72,19 +75,33 @@ class UsageRecord:
     trimmed_tokens: int | None = None  # prompt tokens context trimming dropped (None: none)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), separators=(",", ":"))
+        return self.to_json_bytes().decode("utf-8")
+
+    def to_json_bytes(self) -> bytes:
+        """One spool or journal line (without its newline): every answered request writes
+        one, so orjson writes it (UUIDs, datetimes, enums and tuples natively, as `to_dict`
+        spells them); only the Decimals are turned into their exact strings here."""
+        out = {name: getattr(self, name) for name in _FIELD_NAMES}
+        for name in _DECIMAL_FIELDS:
+            if (v := out[name]) is not None:
+                out[name] = str(v)
+        try:
+            return orjson.dumps(out)
+        except orjson.JSONEncodeError:
+            # a lone surrogate (a client's model name can carry one): json escapes it
+            return json.dumps(self.to_dict(), separators=(",", ":")).encode("ascii")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
+        for name in _FIELD_NAMES:
+            v = getattr(self, name)
             if isinstance(v, uuid.UUID | Decimal):
                 v = str(v)
             elif isinstance(v, dt.datetime):
                 v = v.isoformat()
             elif isinstance(v, tuple):
                 v = list(v)
-            out[f.name] = v
+            out[name] = v
         return out
 
     @classmethod
@@ -105,5 +122,12 @@ class UsageRecord:
         return cls(**kw)
 
     @classmethod
-    def from_json(cls, line: str) -> UsageRecord:
-        return cls.from_dict(json.loads(line))
+    def from_json(cls, line: str | bytes) -> UsageRecord:
+        return cls.from_dict(json_codec.loads(line))
+
+
+# read once: `dataclasses.fields` on every record cost more than the encoding itself
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(UsageRecord))
+_DECIMAL_FIELDS = tuple(
+    f.name for f in dataclasses.fields(UsageRecord) if "Decimal" in str(f.type)
+)

@@ -88,7 +88,7 @@ class Journal:
         if seg is None:
             return
         try:
-            data = record.to_json().encode("utf-8") + b"\n"
+            data = record.to_json_bytes() + b"\n"
             view = memoryview(data)
             while view:
                 view = view[os.write(seg.fd, view) :]

@@ -176,7 +176,7 @@ class Spool:
         unencodable: list[UsageRecord] = []
         for r in records:
             try:
-                lines.append(r.to_json().encode("utf-8") + b"\n")
+                lines.append(r.to_json_bytes() + b"\n")
             except (TypeError, ValueError, AttributeError):
                 unencodable.append(r)
         if not lines:

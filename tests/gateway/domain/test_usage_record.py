@@ -43,3 +43,21 @@ def test_a_spool_line_written_before_the_endpoint_existed_loads_as_chat() -> Non
     del line["endpoint"], line["cache_write_tokens"]
     back = UsageRecord.from_dict(line)
     assert back.endpoint is Endpoint.CHAT_COMPLETIONS and back.cache_write_tokens is None
+
+
+def test_the_journal_line_says_what_to_dict_says_and_keeps_decimals_exact() -> None:
+    r = _record(actual_cost=Decimal("0.000000240000000000001"), app="café",
+                started_at=T0.replace(microsecond=123456))  # fmt: skip
+    line = r.to_json_bytes()
+    assert json.loads(line) == r.to_dict()
+    cost = json.loads(line)["actual_cost"]
+    assert isinstance(cost, str) and Decimal(cost) == r.actual_cost  # a string, never a float
+    assert UsageRecord.from_json(line) == r
+
+
+def test_a_lone_surrogate_from_a_client_still_makes_a_line() -> None:
+    # a JSON body may spell "\ud800" as the model: the refusal's row must still be written
+    r = _record(requested_model="gpt-\ud800")
+    line = r.to_json_bytes()
+    line.decode("ascii")  # escaped as json escapes it, so the file stays valid UTF-8
+    assert UsageRecord.from_json(line) == r
