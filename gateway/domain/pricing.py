@@ -72,15 +72,18 @@ class TokenUsage:
     cache_write_tokens: int = 0
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            if getattr(self, f.name) < 0:
-                raise ValueError(f"{f.name} is negative: {getattr(self, f.name)}")
+        for name in _TOKEN_FIELDS:  # every request makes one or two: fields() read once
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} is negative: {getattr(self, name)}")
         if self.cached_prompt_tokens + self.cache_write_tokens > self.prompt_tokens:
             raise ValueError(
                 "cached and cache-write tokens exceed prompt_tokens, which include them"
             )
         if self.reasoning_tokens > self.completion_tokens:
             raise ValueError("reasoning_tokens exceed completion_tokens, which include them")
+
+
+_TOKEN_FIELDS = tuple(f.name for f in dataclasses.fields(TokenUsage))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
