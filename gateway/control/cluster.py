@@ -27,7 +27,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -36,16 +35,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 
 from gateway.control.declarative import RoutingUpdateError, live_routing
+from gateway.control.ray_processes import CLUSTER_MARKER_ENV, stop_processes
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.control.serve_config import serve_config
 from gateway.domain.config import Config
 from gateway.domain.environment import environment, ray_token_file, secret_problems
 from gateway.domain.routing_settings import RoutingError, RoutingSettings
 
-CLUSTER_MARKER_ENV = "COSTGATE_RAY_TEMP_DIR"
 # Serve's REST calls: a status read is quick; a deploy or a delete waits for the controller
 GET_TIMEOUT_S = 10.0
 DEPLOY_TIMEOUT_S = 60.0
@@ -345,46 +343,12 @@ def shutdown_serve(
     return False
 
 
-def cluster_processes(temp_dir: Path) -> list[psutil.Process]:
-    """Every process of the head started with this temp dir, and nothing else.
-
-    `ray start` runs with CLUSTER_MARKER_ENV set to the temp dir, and every Ray process
-    (GCS, raylet, dashboard, client server, workers) inherits it; some of them name
-    the temp dir on their command line too.
-    """
-    marker = str(temp_dir)
-    found = {}
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            cmdline = " ".join(proc.info["cmdline"] or ())
-            ours = marker in cmdline or proc.environ().get(CLUSTER_MARKER_ENV) == marker
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-        if ours:
-            found[proc.pid] = proc
-    return list(found.values())
-
-
 def stop_head(paths: ClusterPaths, grace_s: float = 10.0) -> int:
     """Stop the Ray processes of our head only; return how many were running."""
     n = stop_processes(paths.temp_dir, grace_s)
     paths.record.unlink(missing_ok=True)
     shutil.rmtree(paths.haproxy_dir, ignore_errors=True)
     return n
-
-
-def stop_processes(temp_dir: Path, grace_s: float = 10.0) -> int:
-    """SIGTERM, then SIGKILL after `grace_s`, to every process under one node's temp dir."""
-    procs = cluster_processes(temp_dir)
-    for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.send_signal(signal.SIGTERM)
-    _, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for proc in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=5)
-    return len(procs)
 
 
 def started_by_us(paths: ClusterPaths) -> bool:

@@ -28,13 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway.control.cluster import (
-    CLUSTER_MARKER_ENV,
-    ClusterError,
-    ClusterPaths,
-    cluster_processes,
-    stop_processes,
-)
+from gateway.control.cluster import ClusterError, ClusterPaths
+from gateway.control.ray_processes import CLUSTER_MARKER_ENV, cluster_processes, stop_processes
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.domain.config import Config
 from gateway.domain.ray_options import REPLICA_PORTS

