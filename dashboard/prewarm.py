@@ -3,10 +3,13 @@
 The rollups make every query cheap (docs/ROLLUPS.md), but a new process still pays,
 once, for what a page's first run touches: importing Plotly and the page modules, opening
 the pool's connections, and the default view's queries. `start` does that in a
-background thread when the sign-in page is first served, so that the first page after
-sign-in draws from a process that is already warm (the query results land in the same
-`st.cache_data` caches the pages read). It never blocks a run, and a failure only costs
-the page the time it would have taken anyway.
+background thread, so that the first page after sign-in draws from a process that is
+already warm (the query results land in the same `st.cache_data` caches the pages read).
+`costgate dashboard` starts it with the process (`dashboard.serve`), before the first
+browser connects, so that it is not still running, and competing for the same two
+cores, when the first user signs in; `app.py` starts it too, a no-op then, for a
+dashboard started some other way (`streamlit run`, AppTest). It never blocks a run, and
+a failure only costs the page the time it would have taken anyway.
 """
 
 from __future__ import annotations
@@ -15,8 +18,7 @@ import datetime as dt
 import importlib
 import logging
 import threading
-
-import streamlit as st
+import time
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +55,41 @@ def _warm(url: str) -> None:
     queries.histogram(url, f)  # latency & errors
 
 
-@st.cache_resource(show_spinner=False)
-def start(url: str) -> threading.Thread:
-    """Once per process and database: the warm-up thread (started, not awaited)."""
+_started: dict[str, threading.Thread] = {}
+_lock = threading.Lock()
+RUNTIME_WAIT_S = 60.0
+
+
+def _runtime_ready(timeout_s: float) -> bool:
+    """Whether Streamlit's runtime exists (within `timeout_s`): `st.cache_data` keeps its
+    results in the runtime's caches, so a warm-up started with the process waits for it."""
+    from streamlit import runtime
+
+    deadline = time.monotonic() + timeout_s
+    while not runtime.exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def start(url: str, wait_for_runtime: bool = False) -> threading.Thread:
+    """Once per process and database: the warm-up thread (started, not awaited).
+
+    `wait_for_runtime`: started before Streamlit's runtime (by the launcher), it first
+    waits for it (and gives up, warming nothing, if none comes)."""
 
     def run() -> None:
         try:
-            _warm(url)
+            if not wait_for_runtime or _runtime_ready(RUNTIME_WAIT_S):
+                _warm(url)
         except Exception as err:  # noqa: BLE001 - the pages run the same queries themselves
             log.warning("dashboard warm-up stopped: %s", type(err).__name__)
 
-    thread = threading.Thread(target=run, name="dashboard-prewarm", daemon=True)
-    thread.start()
+    with _lock:  # the launcher's thread and a first run's may ask at once
+        thread = _started.get(url)
+        if thread is None:
+            thread = threading.Thread(target=run, name="dashboard-prewarm", daemon=True)
+            _started[url] = thread
+            thread.start()
     return thread

@@ -32,3 +32,35 @@ def test_the_warm_up_runs_the_default_views_queries(database_url, empty_usage, m
     assert len(queries.cube_with_previous(database_url, f)) > 0
     assert len(queries.histogram(database_url, f)) > 0
     assert ran == []
+
+
+def test_a_warm_up_started_before_streamlits_runtime_waits_for_it(monkeypatch):
+    """The launcher (`dashboard.serve`) starts it before Streamlit's runtime exists: it
+    warms nothing until then (results would land outside the runtime's caches), and gives
+    up after RUNTIME_WAIT_S."""
+    from streamlit import runtime
+
+    warmed: list[str] = []
+    monkeypatch.setattr(prewarm, "_warm", warmed.append)
+    monkeypatch.setattr(prewarm, "RUNTIME_WAIT_S", 0.3)
+    assert not runtime.exists()
+    url = "postgresql+psycopg://nobody@127.0.0.1:1/no-runtime-here"
+    thread = prewarm.start(url, wait_for_runtime=True)
+    thread.join(10)
+    assert not thread.is_alive() and warmed == []
+    assert prewarm.start(url) is thread  # app.py's call later gets the same thread
+
+    other = "postgresql+psycopg://nobody@127.0.0.1:1/without-waiting"
+    thread = prewarm.start(other)  # app.py's, inside a run: no wait
+    thread.join(10)
+    assert warmed == [other]
+
+
+def test_the_runtime_wait_ends_once_a_runtime_exists(monkeypatch):
+    from streamlit import runtime
+
+    answers = iter([False, False, True])
+    monkeypatch.setattr(runtime, "exists", lambda: next(answers))
+    assert prewarm._runtime_ready(5)
+    monkeypatch.setattr(runtime, "exists", lambda: False)
+    assert not prewarm._runtime_ready(0.1)
