@@ -6,7 +6,8 @@ multiselect widgets'. Measured, that was most of the time from "Sign in" to a dr
 Overview on a fresh browser (`gateway.devtools.render_timing`). The sign-in page
 imports those modules in the background instead (`import()` of the very files
 Streamlit's own lazy imports name, so that the browser's module map holds them when the
-Overview asks), while the user types and the server checks the password.
+Overview asks), while the user types and the server checks the password; then, when the
+browser is idle, the modules the other pages add.
 
 Nothing here touches data, and nothing is drawn: the page after sign-in still runs its
 queries and draws its own charts; only the browser's code is already loaded.
@@ -33,6 +34,19 @@ FIRST_PAGE_ELEMENTS = (
     "Checkbox",
     "Button",
 )
+# what the other pages add (tables, number and choice inputs, the reconcile upload...):
+# imported after the first page's, when the browser is idle, so as not to compete with
+# drawing the Overview
+OTHER_PAGE_ELEMENTS = (
+    "DataFrame",
+    "Selectbox",
+    "NumberInput",
+    "Radio",
+    "Json",
+    "FileUploader",
+    "DownloadButton",
+    "Spinner",
+)
 STATIC_JS = Path(st.__file__).resolve().parent / "static" / "static" / "js"
 
 _PRELOAD_JS = """
@@ -41,10 +55,11 @@ export default function (component) {
   // resolved as Streamlit's own lazy imports are: next to its entry module
   const entry = document.querySelector('script[type="module"][src*="/static/js/index."]');
   if (!entry || !data || !Array.isArray(data.files)) return;
-  for (const file of data.files) {
-    // a failure only means the page loads the module itself, as it would anyway
-    import(new URL(file, entry.src).href).catch(() => {});
-  }
+  // a failure only means the page loads the module itself, as it would anyway
+  const load = (files) =>
+    Promise.all(files.map((f) => import(new URL(f, entry.src).href).catch(() => {})));
+  const idle = window.requestIdleCallback || ((callback) => setTimeout(callback, 500));
+  load(data.files).then(() => idle(() => load(data.later || []), { timeout: 10000 }));
 }
 """
 _preloader = components.component("costgate_preload", js=_PRELOAD_JS)
@@ -63,12 +78,13 @@ def chunk_files(names: Iterable[str], directory: Path = STATIC_JS) -> list[str]:
 
 
 @st.cache_resource(show_spinner=False)
-def _first_page_files() -> list[str]:
-    return chunk_files(FIRST_PAGE_ELEMENTS)
+def _files() -> tuple[list[str], list[str]]:
+    return chunk_files(FIRST_PAGE_ELEMENTS), chunk_files(OTHER_PAGE_ELEMENTS)
 
 
 def preload_first_page() -> None:
-    """Render the (invisible) preloader: it imports the first page's modules once drawn."""
-    files = _first_page_files()
-    if files:
-        _preloader(data={"files": files}, key="costgate_preload")
+    """Render the (invisible) preloader: once drawn, it imports the first page's modules,
+    then, when the browser is idle, the other pages'."""
+    first, later = _files()
+    if first or later:
+        _preloader(data={"files": first, "later": later}, key="costgate_preload")

@@ -7,7 +7,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dashboard.components.preload import FIRST_PAGE_ELEMENTS, STATIC_JS, chunk_files
+from dashboard.components.preload import (
+    FIRST_PAGE_ELEMENTS,
+    OTHER_PAGE_ELEMENTS,
+    STATIC_JS,
+    chunk_files,
+)
 
 
 def test_chunk_files_finds_each_elements_file_once_and_skips_missing_ones(tmp_path: Path):
@@ -22,9 +27,10 @@ def test_chunk_files_finds_each_elements_file_once_and_skips_missing_ones(tmp_pa
 
 
 def test_the_installed_streamlit_has_every_first_page_module_and_imports_it_lazily():
-    found = chunk_files(FIRST_PAGE_ELEMENTS)
+    elements = FIRST_PAGE_ELEMENTS + OTHER_PAGE_ELEMENTS
+    found = chunk_files(elements)
     # one file per element: a Streamlit upgrade that renames one fails here, not silently
-    assert [f.split(".")[0] for f in found] == list(FIRST_PAGE_ELEMENTS)
+    assert [f.split(".")[0] for f in found] == list(elements)
     (entry,) = [p for p in STATIC_JS.glob("index.*.js") if re.fullmatch(r"index\.\w+\.js", p.name)]
     text = entry.read_text()
     for file in found:
