@@ -1,15 +1,21 @@
-"""Warm a freshly started dashboard process while its first user signs in.
+"""Warm a freshly started dashboard process before and while its first user signs in.
 
 The rollups make every query cheap (docs/ROLLUPS.md), but a new process still pays,
-once, for what a page's first run touches: importing Plotly and the page modules, opening
-the pool's connections, and the default view's queries. `start` does that in a
-background thread, so that the first page after sign-in draws from a process that is
-already warm (the query results land in the same `st.cache_data` caches the pages read).
-`costgate dashboard` starts it with the process (`dashboard.serve`), before the first
-browser connects, so that it is not still running, and competing for the same two
-cores, when the first user signs in; `app.py` starts it too, a no-op then, for a
-dashboard started some other way (`streamlit run`, AppTest). It never blocks a run, and
-a failure only costs the page the time it would have taken anyway.
+once, for what a page's first run touches: importing Plotly, pandas and the page
+modules, opening the pool's connections, and the default view's queries. Two
+background threads do that, so that the first page after sign-in draws from a process
+that is already warm:
+
+- `start_with_process` (`costgate dashboard` runs it first, `dashboard.serve`): the
+  imports and a first connection, as the process starts, before any browser connects,
+  so that they are not competing with the first sign-in for the machine;
+- `start` (`app.py`, when the sign-in page is first served): the default view's queries,
+  whose results land in the same `st.cache_data` caches the pages read. Not at the
+  process's start: a result is then kept for its TTL from the first sign-in page, as
+  before, not from a start that may predate the ledger's first rows.
+
+Neither blocks a run, and a failure only costs the page the time it would have taken
+anyway.
 """
 
 from __future__ import annotations
@@ -20,11 +26,20 @@ import logging
 import threading
 import time
 
+import streamlit as st
+
 log = logging.getLogger(__name__)
 
-# what the pages import beyond app.py's own imports: Plotly's figure modules, mostly
+# what app.py and the pages import: Streamlit's and pandas' heavy parts, Plotly's figure
+# modules, the dashboard's own
 MODULES = (
+    "pandas",
+    "sqlalchemy",
     "plotly.graph_objects",
+    "dashboard.queries",
+    "dashboard.components.session",
+    "dashboard.components.sidebar",
+    "dashboard.components.page",
     "dashboard.components.charts",
     "dashboard.components.kpis",
     "dashboard.components.tables",
@@ -37,12 +52,26 @@ MODULES = (
 )
 
 
+def _import_modules() -> None:
+    for name in MODULES:
+        importlib.import_module(name)
+
+
+def _connect(url: str) -> None:
+    """One connection of the pages' pool opened (and its first round trip made)."""
+    from sqlalchemy import text
+
+    from dashboard import queries
+
+    with queries.engine_for(url).connect() as conn:
+        conn.execute(text("SELECT 1"))
+
+
 def _warm(url: str) -> None:
     from dashboard import queries
     from dashboard.filters import fitted_default
 
-    for name in MODULES:
-        importlib.import_module(name)
+    _import_modules()
     f = fitted_default(queries.first_request_at(url), dt.datetime.now(dt.UTC))
     queries.ledger_bounds(url)
     queries.ledger_is_empty(url)
@@ -55,8 +84,6 @@ def _warm(url: str) -> None:
     queries.histogram(url, f)  # latency & errors
 
 
-_started: dict[str, threading.Thread] = {}
-_lock = threading.Lock()
 RUNTIME_WAIT_S = 60.0
 
 
@@ -73,23 +100,36 @@ def _runtime_ready(timeout_s: float) -> bool:
     return True
 
 
-def start(url: str, wait_for_runtime: bool = False) -> threading.Thread:
-    """Once per process and database: the warm-up thread (started, not awaited).
+def start_with_process(url: str) -> threading.Thread:
+    """The imports and a first connection, as the process starts (started, not awaited).
 
-    `wait_for_runtime`: started before Streamlit's runtime (by the launcher), it first
-    waits for it (and gives up, warming nothing, if none comes)."""
+    Started before Streamlit's runtime, it first waits for it (the page modules register
+    their components with it, the pool is an `st.cache_resource`), and gives up, warming
+    nothing, if none comes within RUNTIME_WAIT_S."""
 
     def run() -> None:
         try:
-            if not wait_for_runtime or _runtime_ready(RUNTIME_WAIT_S):
-                _warm(url)
+            if _runtime_ready(RUNTIME_WAIT_S):
+                _import_modules()
+                _connect(url)
+        except Exception as err:  # noqa: BLE001 - the first run imports and connects itself
+            log.warning("dashboard warm-up at start stopped: %s", type(err).__name__)
+
+    thread = threading.Thread(target=run, name="dashboard-prewarm-start", daemon=True)
+    thread.start()
+    return thread
+
+
+@st.cache_resource(show_spinner=False)
+def start(url: str) -> threading.Thread:
+    """Once per process and database: the queries' warm-up thread (started, not awaited)."""
+
+    def run() -> None:
+        try:
+            _warm(url)
         except Exception as err:  # noqa: BLE001 - the pages run the same queries themselves
             log.warning("dashboard warm-up stopped: %s", type(err).__name__)
 
-    with _lock:  # the launcher's thread and a first run's may ask at once
-        thread = _started.get(url)
-        if thread is None:
-            thread = threading.Thread(target=run, name="dashboard-prewarm", daemon=True)
-            _started[url] = thread
-            thread.start()
+    thread = threading.Thread(target=run, name="dashboard-prewarm", daemon=True)
+    thread.start()
     return thread

@@ -34,26 +34,30 @@ def test_the_warm_up_runs_the_default_views_queries(database_url, empty_usage, m
     assert ran == []
 
 
-def test_a_warm_up_started_before_streamlits_runtime_waits_for_it(monkeypatch):
+
+def test_the_warm_up_at_the_process_start_waits_for_streamlits_runtime(database_url, monkeypatch):
     """The launcher (`dashboard.serve`) starts it before Streamlit's runtime exists: it
-    warms nothing until then (results would land outside the runtime's caches), and gives
-    up after RUNTIME_WAIT_S."""
+    imports and connects once the runtime is there, gives up after RUNTIME_WAIT_S, and
+    never runs a query whose result a page would read (that waits for the sign-in page)."""
     from streamlit import runtime
 
-    warmed: list[str] = []
-    monkeypatch.setattr(prewarm, "_warm", warmed.append)
+    done: list[str] = []
+    monkeypatch.setattr(prewarm, "_import_modules", lambda: done.append("imports"))
+    monkeypatch.setattr(prewarm, "_warm", lambda url: done.append("queries"))
     monkeypatch.setattr(prewarm, "RUNTIME_WAIT_S", 0.3)
     assert not runtime.exists()
-    url = "postgresql+psycopg://nobody@127.0.0.1:1/no-runtime-here"
-    thread = prewarm.start(url, wait_for_runtime=True)
+    thread = prewarm.start_with_process(database_url)
     thread.join(10)
-    assert not thread.is_alive() and warmed == []
-    assert prewarm.start(url) is thread  # app.py's call later gets the same thread
+    assert not thread.is_alive() and done == []  # no runtime came: nothing warmed
 
-    other = "postgresql+psycopg://nobody@127.0.0.1:1/without-waiting"
-    thread = prewarm.start(other)  # app.py's, inside a run: no wait
-    thread.join(10)
-    assert warmed == [other]
+    answers = iter([False, False, True])  # the runtime appears on the third look
+    monkeypatch.setattr(runtime, "exists", lambda: next(answers, True))
+    opened: list[str] = []
+    real_connect = prewarm._connect
+    monkeypatch.setattr(prewarm, "_connect", lambda url: (real_connect(url), opened.append(url)))
+    thread = prewarm.start_with_process(database_url)
+    thread.join(30)
+    assert done == ["imports"] and opened == [database_url]  # a real round trip, no query
 
 
 def test_the_runtime_wait_ends_once_a_runtime_exists(monkeypatch):
