@@ -35,36 +35,20 @@ def test_the_warm_up_runs_the_default_views_queries(database_url, empty_usage, m
 
 
 
-def test_the_warm_up_at_the_process_start_waits_for_streamlits_runtime(database_url, monkeypatch):
-    """The launcher (`dashboard.serve`) starts it before Streamlit's runtime exists: it
-    imports and connects once the runtime is there, gives up after RUNTIME_WAIT_S, and
-    never runs a query whose result a page would read (that waits for the sign-in page)."""
-    from streamlit import runtime
 
-    done: list[str] = []
-    monkeypatch.setattr(prewarm, "_import_modules", lambda: done.append("imports"))
-    monkeypatch.setattr(prewarm, "_warm", lambda url: done.append("queries"))
-    monkeypatch.setattr(prewarm, "RUNTIME_WAIT_S", 0.3)
-    assert not runtime.exists()
-    thread = prewarm.start_with_process(database_url)
-    thread.join(10)
-    assert not thread.is_alive() and done == []  # no runtime came: nothing warmed
+def test_the_imports_at_the_process_start_load_plotly_and_no_streamlit_component():
+    """`dashboard.serve` runs them before Streamlit's runtime exists: a fresh interpreter
+    has Plotly's figures loaded, and none of the dashboard's component modules (their
+    components register with the runtime, at import)."""
+    import subprocess
 
-    answers = iter([False, False, True])  # the runtime appears on the third look
-    monkeypatch.setattr(runtime, "exists", lambda: next(answers, True))
-    opened: list[str] = []
-    real_connect = prewarm._connect
-    monkeypatch.setattr(prewarm, "_connect", lambda url: (real_connect(url), opened.append(url)))
-    thread = prewarm.start_with_process(database_url)
-    thread.join(30)
-    assert done == ["imports"] and opened == [database_url]  # a real round trip, no query
-
-
-def test_the_runtime_wait_ends_once_a_runtime_exists(monkeypatch):
-    from streamlit import runtime
-
-    answers = iter([False, False, True])
-    monkeypatch.setattr(runtime, "exists", lambda: next(answers))
-    assert prewarm._runtime_ready(5)
-    monkeypatch.setattr(runtime, "exists", lambda: False)
-    assert not prewarm._runtime_ready(0.1)
+    check = (
+        "import sys; from dashboard import prewarm; prewarm.import_at_start(); "
+        "assert 'plotly.graph_objects' in sys.modules and 'pandas' in sys.modules; "
+        "loaded = sorted(m for m in sys.modules if m.startswith('dashboard.components')); "
+        "assert loaded == [], loaded"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
