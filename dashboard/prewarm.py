@@ -1,12 +1,21 @@
-"""Warm a freshly started dashboard process while its first user signs in.
+"""Warm a freshly started dashboard process before and while its first user signs in.
 
 The rollups make every query cheap (docs/ROLLUPS.md), but a new process still pays,
-once, for what a page's first run touches: importing Plotly and the page modules, opening
-the pool's connections, and the default view's queries. `start` does that in a
-background thread when the sign-in page is first served, so that the first page after
-sign-in draws from a process that is already warm (the query results land in the same
-`st.cache_data` caches the pages read). It never blocks a run, and a failure only costs
-the page the time it would have taken anyway.
+once, for what a page's first run touches: importing Plotly, pandas and the page
+modules, opening the pool's connections, and the default view's queries. Two steps do
+that, so that the first page after sign-in draws from a process that is already warm:
+
+- `import_at_start` (`costgate dashboard` runs it first, `dashboard.serve`): the heavy
+  third-party imports, in the launcher before Streamlit starts serving, so that they are
+  done before any browser connects (not competing with the first sign-in for the
+  machine) and never run in a thread beside a script run importing the same modules;
+- `start` (`app.py`, when the sign-in page is first served): the dashboard's own modules
+  and the default view's queries, whose results land in the same `st.cache_data` caches
+  the pages read. Not at the process's start: a result is then kept for its TTL from the
+  first sign-in page, as before, not from a start that may predate the ledger's rows.
+
+`start` runs in a background thread and never blocks a run; a failure only costs the
+page the time it would have taken anyway.
 """
 
 from __future__ import annotations
@@ -20,6 +29,9 @@ import streamlit as st
 
 log = logging.getLogger(__name__)
 
+# third-party modules the pages need, imported before Streamlit starts (no module here
+# may register a Streamlit component: that needs the runtime)
+START_MODULES = ("pandas", "sqlalchemy", "psycopg", "plotly.graph_objects")
 # what the pages import beyond app.py's own imports: Plotly's figure modules, mostly
 MODULES = (
     "plotly.graph_objects",
@@ -35,12 +47,22 @@ MODULES = (
 )
 
 
+def import_at_start() -> None:
+    """The heavy third-party imports, synchronously: before Streamlit serves anything."""
+    for name in START_MODULES:
+        importlib.import_module(name)
+
+
+def _import_modules() -> None:
+    for name in MODULES:
+        importlib.import_module(name)
+
+
 def _warm(url: str) -> None:
     from dashboard import queries
     from dashboard.filters import fitted_default
 
-    for name in MODULES:
-        importlib.import_module(name)
+    _import_modules()
     f = fitted_default(queries.first_request_at(url), dt.datetime.now(dt.UTC))
     queries.ledger_bounds(url)
     queries.ledger_is_empty(url)
@@ -55,7 +77,7 @@ def _warm(url: str) -> None:
 
 @st.cache_resource(show_spinner=False)
 def start(url: str) -> threading.Thread:
-    """Once per process and database: the warm-up thread (started, not awaited)."""
+    """Once per process and database: the queries' warm-up thread (started, not awaited)."""
 
     def run() -> None:
         try:

@@ -36,6 +36,7 @@ from dashboard.auth import (
     authenticate,
     load_users,
 )
+from dashboard.components.preload import preload_first_page
 
 __all__ = [
     "COOKIE_PENDING_KEY",
@@ -113,9 +114,14 @@ def _set_cookie(value: str, max_age_s: int) -> None:
     )
 
 
+@st.fragment
 def _write_pending_cookie() -> None:
     """Have the browser store (or clear) the pending cookie; rendered until it reports
-    that it did, since a run can end before the browser has drawn it."""
+    that it did, since a run can end before the browser has drawn it.
+
+    A fragment: the browser's report reruns only this, queued behind the run in
+    progress, where a report from outside a fragment would interrupt that run (the first
+    page after sign-in) and start the whole script again."""
     pending = st.session_state.get(COOKIE_PENDING_KEY)
     if not pending:
         return
@@ -195,6 +201,8 @@ def _sign_in_form(users: Mapping[str, User], store: SessionStore, ended: bool) -
         name = st.text_input("Name", key="sign_in_name")
         password = st.text_input("Password", type="password", key="sign_in_password")
         submitted = st.form_submit_button("Sign in", type="primary")
+    # the browser loads the next page's charts and widgets while the user types
+    preload_first_page()
     if submitted:
         throttle = sign_in_throttle()
         address = address_key(st.context.ip_address)

@@ -92,7 +92,7 @@ def streamlit_command(host: str, port: int) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "streamlit",
+        "dashboard.serve",  # Streamlit's command line, the warm-up started first
         "run",
         str(APP),
         "--server.address",

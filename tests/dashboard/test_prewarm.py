@@ -32,3 +32,23 @@ def test_the_warm_up_runs_the_default_views_queries(database_url, empty_usage, m
     assert len(queries.cube_with_previous(database_url, f)) > 0
     assert len(queries.histogram(database_url, f)) > 0
     assert ran == []
+
+
+
+
+def test_the_imports_at_the_process_start_load_plotly_and_no_streamlit_component():
+    """`dashboard.serve` runs them before Streamlit's runtime exists: a fresh interpreter
+    has Plotly's figures loaded, and none of the dashboard's component modules (their
+    components register with the runtime, at import)."""
+    import subprocess
+
+    check = (
+        "import sys; from dashboard import prewarm; prewarm.import_at_start(); "
+        "assert 'plotly.graph_objects' in sys.modules and 'pandas' in sys.modules; "
+        "loaded = sorted(m for m in sys.modules if m.startswith('dashboard.components')); "
+        "assert loaded == [], loaded"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr

@@ -75,3 +75,22 @@ def test_dashboard_and_seed_commands_parse():
     assert "19401" in streamlit_command("127.0.0.1", 19401)
     args = build_parser().parse_args(["seed", "--rows", "1000000"])
     assert args.rows == 1_000_000 and args.func.__name__ == "seed_command"
+
+
+def test_the_dashboard_process_is_streamlits_command_line_with_the_warm_up_first():
+    """`dashboard.serve` runs Streamlit's own CLI (the same `run app.py --server...`
+    arguments), having started the warm-up before the first browser connects."""
+    import subprocess
+    import sys
+
+    command = streamlit_command("127.0.0.1", 19401)
+    assert command[1:4] == ["-m", "dashboard.serve", "run"]
+    # the launcher hands its arguments to Streamlit's CLI unchanged
+    done = subprocess.run(
+        [sys.executable, "-m", "dashboard.serve", "run", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Run a Python script" in done.stdout and "--server.port" in done.stdout

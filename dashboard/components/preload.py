@@ -1,0 +1,90 @@
+"""Load the browser code of the first page's elements while the sign-in page is open.
+
+Streamlit's frontend fetches and compiles an element's code the first time a page shows
+one: Plotly's (a 4.7 MB module) when the first chart appears, then the metric, date and
+multiselect widgets'. Measured, that was most of the time from "Sign in" to a drawn
+Overview on a fresh browser (`gateway.devtools.render_timing`). The sign-in page
+imports those modules in the background instead (`import()` of the very files
+Streamlit's own lazy imports name, so that the browser's module map holds them when the
+Overview asks), while the user types and the server checks the password; then, when the
+browser is idle, the modules the other pages add.
+
+Nothing here touches data, and nothing is drawn: the page after sign-in still runs its
+queries and draws its own charts; only the browser's code is already loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import streamlit as st
+import streamlit.components.v2 as components
+
+# what the page after sign-in shows (the Overview, the sidebar), by element; the file
+# names carry a content hash that changes with each Streamlit release, so they are
+# looked up in the installed frontend (`chunk_files`)
+FIRST_PAGE_ELEMENTS = (
+    "PlotlyChart",
+    "withFullScreenWrapper",
+    "resolveDefaultExport",
+    "Metric",
+    "DateInput",
+    "Multiselect",
+    "Checkbox",
+    "Button",
+)
+# what the other pages add (tables, number and choice inputs, the reconcile upload...):
+# imported after the first page's, when the browser is idle, so as not to compete with
+# drawing the Overview
+OTHER_PAGE_ELEMENTS = (
+    "DataFrame",
+    "Selectbox",
+    "NumberInput",
+    "Radio",
+    "Json",
+    "FileUploader",
+    "DownloadButton",
+    "Spinner",
+)
+STATIC_JS = Path(st.__file__).resolve().parent / "static" / "static" / "js"
+
+_PRELOAD_JS = """
+export default function (component) {
+  const { data } = component;
+  // resolved as Streamlit's own lazy imports are: next to its entry module
+  const entry = document.querySelector('script[type="module"][src*="/static/js/index."]');
+  if (!entry || !data || !Array.isArray(data.files)) return;
+  // a failure only means the page loads the module itself, as it would anyway
+  const load = (files) =>
+    Promise.all(files.map((f) => import(new URL(f, entry.src).href).catch(() => {})));
+  const idle = window.requestIdleCallback || ((callback) => setTimeout(callback, 500));
+  load(data.files).then(() => idle(() => load(data.later || []), { timeout: 10000 }));
+}
+"""
+_preloader = components.component("costgate_preload", js=_PRELOAD_JS)
+
+
+def chunk_files(names: Iterable[str], directory: Path = STATIC_JS) -> list[str]:
+    """The frontend's module files for `names` ("PlotlyChart" -> "PlotlyChart.D9Z0_fxz.js"),
+    those found only (a Streamlit without one just loads it when needed), each once."""
+    found: list[str] = []
+    for name in names:
+        for path in sorted(directory.glob(f"{name}.*.js")):
+            # exactly <name>.<hash>.js: not PlotlyChartSomething.<hash>.js
+            if path.name.count(".") == 2 and path.name not in found:
+                found.append(path.name)
+    return found
+
+
+@st.cache_resource(show_spinner=False)
+def _files() -> tuple[list[str], list[str]]:
+    return chunk_files(FIRST_PAGE_ELEMENTS), chunk_files(OTHER_PAGE_ELEMENTS)
+
+
+def preload_first_page() -> None:
+    """Render the (invisible) preloader: once drawn, it imports the first page's modules,
+    then, when the browser is idle, the other pages'."""
+    first, later = _files()
+    if first or later:
+        _preloader(data={"files": first, "later": later}, key="costgate_preload")
