@@ -21,6 +21,7 @@ page the time it would have taken anyway.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import importlib
 import logging
 import threading
@@ -66,6 +67,7 @@ def _warm(url: str) -> None:
     from dashboard.filters import fitted_default
 
     _import_modules()
+    gc.freeze()  # the pages' modules too, as dashboard.serve does for the heavy imports
     f = fitted_default(queries.first_request_at(url), dt.datetime.now(dt.UTC))
     queries.ledger_bounds(url)
     queries.ledger_is_empty(url)
