@@ -1,10 +1,11 @@
 """The dashboard's process (`costgate dashboard` runs `python -m dashboard.serve run app.py ...`).
 
-Streamlit's own command line, with one thing first: the heavy third-party imports
+Streamlit's own command line, with two things first: the heavy third-party imports
 (`dashboard.prewarm.import_at_start`: pandas, SQLAlchemy, Plotly), before Streamlit
 serves anything, so that they are done by the time someone signs in instead of
 competing with that first page's run for the machine, and are never imported by a
-thread beside a script run.
+thread beside a script run; then what they made is frozen out of the garbage
+collector's generations (`prepare`).
 """
 
 from __future__ import annotations
