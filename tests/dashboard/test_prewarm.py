@@ -34,8 +34,6 @@ def test_the_warm_up_runs_the_default_views_queries(database_url, empty_usage, m
     assert ran == []
 
 
-
-
 def test_the_imports_at_the_process_start_load_plotly_and_no_streamlit_component():
     """`dashboard.serve` runs them before Streamlit's runtime exists: a fresh interpreter
     has Plotly's figures loaded, and none of the dashboard's component modules (their
