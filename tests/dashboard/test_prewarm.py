@@ -38,30 +38,29 @@ def test_the_imports_at_the_process_start_load_plotly_and_no_streamlit_component
     """`dashboard.serve` runs them before Streamlit's runtime exists: a fresh interpreter
     has Plotly's figures loaded, and none of the dashboard's component modules (their
     components register with the runtime, at import)."""
-    import subprocess
-
     check = (
         "import sys; from dashboard import prewarm; prewarm.import_at_start(); "
         "assert 'plotly.graph_objects' in sys.modules and 'pandas' in sys.modules; "
         "loaded = sorted(m for m in sys.modules if m.startswith('dashboard.components')); "
         "assert loaded == [], loaded"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", check], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
+    _in_a_fresh_interpreter(check)
 
 
 def test_what_the_start_imported_is_out_of_the_collectors_reach() -> None:
     """Streamlit collects every generation after each script run: the start's imports
     (~180k objects) are frozen first, so those collections walk only the runs' own."""
-    import subprocess
-
     check = (
         "import gc; from dashboard import serve; serve.prepare(); "
         "frozen, tracked = gc.get_freeze_count(), len(gc.get_objects()); "
         "assert frozen > 50_000 and tracked < frozen / 10, (frozen, tracked)"
     )
+    _in_a_fresh_interpreter(check)
+
+
+def _in_a_fresh_interpreter(check: str) -> None:
+    import subprocess
+
     done = subprocess.run(
         [sys.executable, "-c", check], capture_output=True, text=True, timeout=120
     )
