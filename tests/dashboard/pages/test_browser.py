@@ -16,6 +16,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 from sqlalchemy import create_engine, text
 
 from dashboard.auth import USERS_ENV
+from dashboard.components.preload import WARM_KEY
 from db.engine import normalize_url
 from gateway.replica.service import REQUEST_ID_HEADER
 from tests.dashboard.support.dashboard_process import running_dashboard, users_value
@@ -345,6 +346,29 @@ def test_sign_in_survives_a_reload_and_sign_out_ends_it_for_every_copy(dashboard
     expect(copy.get_by_text("Signed in as vic")).to_have_count(0)
     other.close()
     context.close()
+
+
+def test_the_sign_in_page_draws_one_chart_hidden_and_the_overview_only_its_own(dashboard, browser):
+    """The warm-up chart (dashboard.components.preload.warm_chart) is drawn while the user
+    types, takes no space and cannot be seen; the page after sign-in holds none of it."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(dashboard)
+    warm = page.locator(f".st-key-{WARM_KEY}")
+    expect(warm.locator(".js-plotly-plot .main-svg").first).to_be_attached(timeout=60_000)
+    style = warm.evaluate(
+        "e => { const s = getComputedStyle(e); return [s.visibility, s.position]; }"
+    )
+    assert style == ["hidden", "fixed"]
+    assert not warm.is_visible()
+    # drawn (Plotly measured a size, so it laid out its axes), yet the form is all one sees
+    assert warm.locator(".xtick").count() > 0
+    page.get_by_role("textbox", name="Name").fill("ann")
+    page.get_by_role("textbox", name="Password").fill("admin-pass")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=120_000)
+    settle(page)
+    expect(page.locator(f".st-key-{WARM_KEY}")).to_have_count(0)
+    page.close()
 
 
 def test_wrong_password_is_refused(dashboard, browser):

@@ -77,6 +77,20 @@ def test_dashboard_and_seed_commands_parse():
     assert args.rows == 1_000_000 and args.func.__name__ == "seed_command"
 
 
+def test_the_served_dashboard_does_not_watch_its_sources():
+    """Streamlit's default watcher resolves every imported module's path after each run,
+    on the server's event loop; a served dashboard never reloads its code."""
+    from streamlit import config
+
+    command = streamlit_command("127.0.0.1", 19401)
+    pairs = dict(zip(command[5::2], command[6::2], strict=False))
+    assert pairs["--server.fileWatcherType"] == "none"
+    assert pairs["--server.runOnSave"] == "false"
+    # options this Streamlit knows: a rename would make its CLI refuse to start
+    options = config.get_config_options()
+    assert {"server.fileWatcherType", "server.runOnSave"} <= options.keys()
+
+
 def test_the_dashboard_process_is_streamlits_command_line_with_the_warm_up_first():
     """`dashboard.serve` runs Streamlit's own CLI (the same `run app.py --server...`
     arguments), having started the warm-up before the first browser connects."""
