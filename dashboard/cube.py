@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 DIMENSIONS = (
@@ -213,15 +214,27 @@ def rollup(cube: pd.DataFrame, by: list[str], freq: str | None = None) -> pd.Dat
 
 
 def _money_sums(codes: Any, frame: pd.DataFrame, groups: int) -> list[list[Decimal | None]]:
-    """dsum of every money column per group, in one pass over the rows (pandas' own
-    object aggregation calls back into Python per group and column: 10x slower here)."""
+    """dsum of every money column per group. The rows are sorted by group once, and each
+    group's known values are added by `sum`, Decimal's own addition in C: pandas' object
+    aggregation calls back into Python per group and column (10x slower), a Python loop
+    per row and column took half of the Savings page's first run at 10M ledger rows. The
+    stable sort keeps each group's rows in their order, so the sums are the same Decimals
+    (their exponents too) as adding the rows one by one."""
     sums: list[list[Decimal | None]] = [[None] * len(MONEY) for _ in range(groups)]
-    for code, values in zip(codes, frame[list(MONEY)].itertuples(index=False), strict=True):
-        acc = sums[code]
-        for i, v in enumerate(values):
-            if v is None or (isinstance(v, float) and v != v):
-                continue
-            acc[i] = Decimal(v) if acc[i] is None else acc[i] + v
+    codes = np.asarray(codes)
+    order = np.argsort(codes, kind="stable")
+    by_group = codes[order]
+    every = np.arange(groups)
+    for i, column in enumerate(MONEY):
+        values = frame[column].to_numpy(dtype=object)[order]
+        known = pd.notna(values)  # None and NaN are skipped, as dsum skips them
+        kept = values[known].tolist()
+        group_of = by_group[known]
+        starts = np.searchsorted(group_of, every, side="left")
+        ends = np.searchsorted(group_of, every, side="right")
+        for g in np.flatnonzero(ends > starts):
+            a, b = int(starts[g]), int(ends[g])
+            sums[g][i] = sum(kept[a + 1 : b], Decimal(kept[a]))
     return sums
 
 
