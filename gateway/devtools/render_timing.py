@@ -154,9 +154,9 @@ def _drawn(shown: str | None = None, stamp: bool = False) -> str:
     """A page predicate: the run has ended (Streamlit's running indicator is gone), no
     element waits for its data (no skeleton), and `shown` (a CSS selector) is visible.
     With `stamp`, the page's clock at the first frame it holds goes to __costgateDrawnAt."""
-    visible = (
-        f"[...document.querySelectorAll({shown!r})].some("
-        "e => e.getBoundingClientRect().height > 0)"
+    visible = (  # laid out and not hidden (the sign-in page's warm-up chart is hidden)
+        f"[...document.querySelectorAll({shown!r})].some(e => e.getBoundingClientRect()"
+        ".height > 0 && getComputedStyle(e).visibility !== 'hidden')"
         if shown
         else "true"
     )
