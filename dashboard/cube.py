@@ -216,10 +216,10 @@ def rollup(cube: pd.DataFrame, by: list[str], freq: str | None = None) -> pd.Dat
 def _money_sums(codes: Any, frame: pd.DataFrame, groups: int) -> list[list[Decimal | None]]:
     """dsum of every money column per group. The rows are sorted by group once, and each
     group's known values are added by `sum`, Decimal's own addition in C: pandas' object
-    aggregation calls back into Python per group and column (10x slower), a Python loop
-    per row and column took half of the Savings page's first run at 10M ledger rows. The
-    stable sort keeps each group's rows in their order, so the sums are the same Decimals
-    (their exponents too) as adding the rows one by one."""
+    aggregation calls back into Python per group and column (10x slower), and a Python
+    loop per row and column was 1.4x slower than this (60,000 rows, 8 columns, 400
+    groups: 381 against 271 ms). The stable sort keeps each group's rows in their order,
+    so the sums are the same Decimals (their exponents too) as adding the rows one by one."""
     sums: list[list[Decimal | None]] = [[None] * len(MONEY) for _ in range(groups)]
     codes = np.asarray(codes)
     order = np.argsort(codes, kind="stable")

@@ -215,7 +215,7 @@ def time_in_browser(
         in_page = page.evaluate("window.__costgateDrawnAt - window.__costgateClickAt") / 1000
         # in the page: from the click event to the first frame drawn complete; the wall
         # clock adds Playwright's own steps before the click (scrolling the button into
-        # view, waiting for it to be still and hit-testing it: about 0.1 s)
+        # view, waiting for it to be still and hit-testing it: 0.05-0.1 s measured)
         print(f"sign-in to drawn overview: {in_page:6.2f} s (wall clock {wall:.2f} s)")
         times: dict[str, list[float]] = {name: [] for name in browser_pages}
         for _ in range(repeat):
