@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 import streamlit.components.v2 as components
@@ -101,16 +102,23 @@ _WARM_CSS = (
 )
 
 
-def warm_chart() -> None:
-    """One chart like the Overview's (a line and bars over a date axis), with no data."""
+@st.cache_resource(show_spinner=False)
+def _warm_figure() -> Any:
+    """One chart like the Overview's (a line and bars over a date axis), with no data:
+    the same for every sign-in page, so built once per process."""
     import plotly.graph_objects as go
 
     x = ["2026-01-01", "2026-01-02"]
     fig = go.Figure([go.Scatter(x=x, y=[0, 0], mode="lines"), go.Bar(x=x, y=[0, 0])])
     fig.update_layout(height=200, margin=dict(l=10, r=10, t=10, b=10), showlegend=True)
+    return fig
+
+
+def warm_chart() -> None:
+    """Draw `_warm_figure` hidden (see the module's docstring)."""
     st.html(_WARM_CSS)
     with st.container(key=WARM_KEY):
-        st.plotly_chart(fig, key=f"{WARM_KEY}_plot", config={"displayModeBar": False})
+        st.plotly_chart(_warm_figure(), key=f"{WARM_KEY}_plot", config={"displayModeBar": False})
 
 
 def preload_first_page() -> None:
