@@ -331,8 +331,16 @@ def shutdown_serve(
         while time.monotonic() - started < timeout_s:
             try:
                 apps = admin.instance(timeout_s=GET_TIMEOUT_S).get("applications") or {}
-            except ServeAdminError:
-                return True
+            except ServeAdminError as err:
+                if err.refused:
+                    return True  # the head is gone, and its replicas with it
+                if err.status_code in (401, 403):
+                    return False  # no longer ours to watch
+                # busy, not gone: Ray's DELETE handler blocks the dashboard's event loop
+                # while Serve shuts down, and a 5xx may come from a controller on its way
+                # out. Stopping the head now would kill replicas still flushing their rows
+                time.sleep(0.5)
+                continue
             if not apps:
                 return True
             if progress is not None and time.monotonic() - told >= 10:

@@ -29,13 +29,19 @@ _REDACTED = "[token]"
 class ServeAdminError(RuntimeError):
     """A call to Serve's REST API failed; `status_code` is None when no answer came.
 
-    `body` is the answer's text (token-free), for callers that show more of it.
+    `body` is the answer's text (token-free), for callers that show more of it;
+    `refused` says that nothing listens on the dashboard's address (the head is gone), as
+    opposed to a dashboard that is busy, slow or failing.
     """
 
-    def __init__(self, message: str, *, status_code: int | None = None, body: str = "") -> None:
+    def __init__(
+        self, message: str, *, status_code: int | None = None, body: str = "",
+        refused: bool = False,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.status_code = status_code
         self.body = body
+        self.refused = refused
 
 
 class _FromEnvironment(enum.Enum):
@@ -201,7 +207,9 @@ class ServeAdmin:
         try:
             resp = self._client.request(method, path, json=json, timeout=timeout)
         except httpx.HTTPError as err:
-            raise ServeAdminError(self._redact(f"{unreachable}: {err}")) from None
+            raise ServeAdminError(
+                self._redact(f"{unreachable}: {err}"), refused=isinstance(err, httpx.ConnectError)
+            ) from None
         if resp.status_code in (401, 403):
             raise ServeAdminError(
                 f"{doing}: the Ray dashboard refused our credentials (HTTP {resp.status_code}); "
