@@ -14,6 +14,7 @@ from gateway.devtools.chaos.bookkeeping import Context, expect, expect_intact, f
 from gateway.devtools.chaos.report import ScenarioResult
 from gateway.devtools.chaos.spool_disk import SpoolDisk
 from gateway.devtools.chaos.stack import ChaosStack
+from gateway.ledger.spool import JOURNAL_DIR
 
 # the spool's tmpfs is this much bigger than the free space the scenario leaves on it:
 # room for the replicas' files before the filler takes it
@@ -38,17 +39,19 @@ def down(ctx: Context) -> ScenarioResult:
     if acc.lost:
         waiting = spooled_ids(ctx.stack.state_dir / "spool")
         kept = sum(1 for rid in acc.lost if rid in waiting)
-        result.notes.append(f"{kept} of the {acc.lost_count} lost rows wait in spool files "
-                            f"left behind ({len(waiting)} rows there): the next `up` on this "
-                            "state dir would replay those; the rest are gone")
+        result.notes.append(f"{kept} of the {acc.lost_count} lost rows wait in spool or "
+                            f"journal files left behind ({len(waiting)} rows there): the next "
+                            "`up` on this state dir would replay those; the rest are gone")
     expect_intact(result, acc)
     return result
 
 
 def spooled_ids(spool_dir: Path) -> set[str]:
-    """Request ids in the spool files of a directory (lines that do not parse skipped)."""
+    """Request ids in the spool and journal files of a directory (lines that do not parse
+    skipped): both are replayed by the next writer on that directory."""
     found = set()
-    for path in spool_dir.glob("usage-*.jsonl"):
+    paths = [*spool_dir.glob("usage-*.jsonl"), *(spool_dir / JOURNAL_DIR).glob("usage-*.jsonl")]
+    for path in paths:
         for line in path.read_bytes().splitlines():
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 found.add(str(json.loads(line)["request_id"]))
