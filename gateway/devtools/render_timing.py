@@ -8,7 +8,8 @@ process, then each page with the query cache emptied, then each page again with 
 
 With `--browser URL --user NAME --password PW` it instead drives a running dashboard in
 headless Chromium and times each page from the click in the sidebar until Streamlit has
-finished running and the page is drawn. With `--fresh-dashboard` it first starts a
+finished running and the page is drawn (no skeleton left, every chart drawn by Plotly;
+after the sign-in, the Overview's tiles and two charts). With `--fresh-dashboard` it first starts a
 dashboard process of its own (`costgate dashboard` on a free 127.0.0.1 port, a user made
 for the run), so that every first visit is the first of a freshly started process, and
 stops it at the end.
@@ -150,9 +151,10 @@ _CLICK_CLOCK = (
 )
 
 
-def _drawn(shown: str | None = None, stamp: bool = False) -> str:
+def _drawn(shown: str | None = None, stamp: bool = False, charts: int = 0) -> str:
     """A page predicate: the run has ended (Streamlit's running indicator is gone), no
-    element waits for its data (no skeleton), and `shown` (a CSS selector) is visible.
+    element waits for its data or its code (no skeleton), every chart shown is drawn, and
+    `shown` (a CSS selector) is visible.
     With `stamp`, the page's clock at the first frame it holds goes to __costgateDrawnAt."""
     visible = (  # laid out and not hidden (the sign-in page's warm-up chart is hidden)
         f"[...document.querySelectorAll({shown!r})].some(e => e.getBoundingClientRect()"
@@ -160,10 +162,22 @@ def _drawn(shown: str | None = None, stamp: bool = False) -> str:
         if shown
         else "true"
     )
+    # every chart shown has been drawn by Plotly (its svg layers exist): the script's end
+    # and the tiles come before the charts' drawing, which is the browser's longest step
+    # (and at least `charts` of them: the running indicator shows only after a delay, so
+    # a page whose script is still to send its charts can look finished)
+    shown_charts = (
+        "[...document.querySelectorAll('[data-testid=stPlotlyChart]')].filter(e => "
+        "getComputedStyle(e).visibility !== 'hidden')"
+    )
+    drawn_charts = (
+        f"{shown_charts}.every(e => e.querySelector('.js-plotly-plot .main-svg .xy') !== null)"
+        f" && {shown_charts}.length >= {charts}"
+    )
     held = (
         "document.querySelector('[data-testid=stStatusWidget]') === null"
         " && document.querySelector('[data-testid=stSkeleton]') === null"
-        f" && {visible}"
+        f" && {visible} && {drawn_charts}"
     )
     if not stamp:
         return f"() => {held}"
@@ -210,7 +224,8 @@ def time_in_browser(
         page.wait_for_timeout(typing_s * 1000)
         began = time.perf_counter()
         page.get_by_role("button", name="Sign in").click()
-        settled(page, _drawn("[data-testid=stMetricValue]", stamp=True))
+        # the Overview's tiles and its two charts (spend, savings: a seeded ledger's)
+        settled(page, _drawn("[data-testid=stMetricValue]", stamp=True, charts=2))
         wall = time.perf_counter() - began
         in_page = page.evaluate("window.__costgateDrawnAt - window.__costgateClickAt") / 1000
         # in the page: from the click event to the first frame drawn complete; the wall

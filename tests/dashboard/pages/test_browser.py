@@ -354,9 +354,16 @@ def test_sign_in_survives_a_reload_and_sign_out_ends_it_for_every_copy(dashboard
     context.close()
 
 
-def test_the_sign_in_page_draws_one_chart_hidden_and_the_overview_only_its_own(dashboard, browser):
-    """The warm-up chart (dashboard.components.preload.warm_chart) is drawn while the user
-    types, takes no space and cannot be seen; the page after sign-in holds none of it."""
+WARMED = ("stMetric", "stDateInput", "stMultiSelect", "stCheckbox", "stButton", "stDataFrame",
+          "stSelectbox")  # fmt: skip
+
+
+def test_the_sign_in_page_draws_the_first_pages_elements_hidden_and_the_overview_only_its_own(
+    dashboard, browser
+):
+    """The warm-up (dashboard.components.preload.warm_chart: a chart and one element of
+    each lazily loaded kind) is drawn while the user types, takes no space and cannot be
+    seen or reached; the page after sign-in holds none of it, and shows no skeleton."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(dashboard)
     warm = page.locator(f".st-key-{WARM_KEY}")
@@ -368,12 +375,19 @@ def test_the_sign_in_page_draws_one_chart_hidden_and_the_overview_only_its_own(d
     assert not warm.is_visible()
     # drawn (Plotly measured a size, so it laid out its axes), yet the form is all one sees
     assert warm.locator(".xtick").count() > 0
+    for kind in WARMED:  # drawn, not left as a loading skeleton
+        expect(warm.get_by_test_id(kind).first).to_be_attached(timeout=60_000)
+    expect(warm.get_by_test_id("stSkeleton")).to_have_count(0, timeout=60_000)
+    assert page.get_by_role("combobox").count() == 0  # none of it in the accessibility tree
+    reachable = page.get_by_role("button", name="warm")
+    assert reachable.count() == 0, reachable.evaluate_all("es => es.map(e => e.outerHTML)")
     page.get_by_role("textbox", name="Name").fill("ann")
     page.get_by_role("textbox", name="Password").fill("admin-pass")
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=120_000)
     settle(page)
     expect(page.locator(f".st-key-{WARM_KEY}")).to_have_count(0)
+    expect(page.get_by_test_id("stSkeleton")).to_have_count(0)
     page.close()
 
 
