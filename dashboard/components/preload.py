@@ -21,7 +21,7 @@ React then holds the content back while Plotly draws. The warm-up therefore also
 one of each kind the first pages show. Measured against 10,000,000 seeded rows
 (`render_timing --fresh-dashboard --typing-s 3`, three runs each, interleaved, with the
 page counted as drawn only once its charts are), sign-in to a drawn Overview took
-1.01-1.26 s before, 0.71-0.87 s after (0.63-0.89 s in 13 runs since). The Savings
+1.01-1.26 s before, 0.71-0.87 s after (0.63-0.91 s in every run since). The Savings
 page's first visit took 0.87-1.01 s before its table was warmed too, 0.65-1.03 s after
 (13 runs, two of them over a second: its three charts are the browser's longest step).
 
