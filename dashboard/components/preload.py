@@ -19,11 +19,11 @@ Nor is warming the code all: Streamlit draws most elements through React.lazy, a
 first of a kind in a page suspends (a skeleton) even when its module is loaded, and
 React then holds the content back while Plotly draws. The warm-up therefore also draws
 one of each kind the first pages show. Measured against 10,000,000 seeded rows
-(`render_timing --fresh-dashboard --typing-s 3`, three runs each, interleaved, with the
-page counted as drawn only once its charts are), sign-in to a drawn Overview took
-1.01-1.26 s before, 0.71-0.87 s after (0.63-0.91 s in every run since). The Savings
-page's first visit took 0.87-1.01 s before its table was warmed too, 0.65-1.03 s after
-(13 runs, two of them over a second: its three charts are the browser's longest step).
+(`render_timing --fresh-dashboard --typing-s 3`, the page counted as drawn only once its
+charts are; docs/dashboard.md has the runs), sign-in to a drawn Overview took 1.01-1.26 s
+before, 0.71-0.89 s after (13 runs); the Savings page's first visit 0.87-1.01 s before
+its table was warmed too, 0.65-1.03 s after (two of the 13 over a second: its three
+charts are the browser's longest step).
 
 Nothing here touches data: the page after sign-in still runs its queries and draws its
 own charts; only the browser's code is loaded and warmed.
