@@ -28,5 +28,9 @@ def errors_by_class(cube: pd.DataFrame) -> pd.DataFrame:
     if failed.empty:
         return pd.DataFrame(columns=["error_class", "provider", "requests"])
     g = failed.groupby(["error_class", "provider"], dropna=False)["requests"].sum()
-    out = g.reset_index().fillna({"error_class": "(unclassified)", "provider": "(none)"})
+    out = g.reset_index()
+    # as text first: a column with no value at all comes back float (NaN), and filling a
+    # float column with text is deprecated in pandas (an error in a later release)
+    names = {"error_class": "(unclassified)", "provider": "(none)"}
+    out = out.astype(dict.fromkeys(names, object)).fillna(names)
     return out.sort_values("requests", ascending=False).reset_index(drop=True)
