@@ -10,12 +10,19 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+# Margins are fixed, wide enough for the title, a legend row above the plot, two-line
+# date labels and short tick values ("20k", "1.5M"; Plotly shortens them): with
+# automargin, Plotly measured every label, grew the margins and drew again, and checked
+# each label against the chart's edges, about a quarter of the browser's time on a page
+# of three charts (Chromium's profiler; Savings' first visit 560 -> 420 ms, median of 3).
+_AXIS = dict(automargin=False, ticklabeloverflow="allow")
 LAYOUT = dict(
-    margin=dict(l=10, r=10, t=40, b=10),
+    margin=dict(l=70, r=10, t=80, b=40),
     height=320,
     legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
     hovermode="x unified",
-    yaxis=dict(rangemode="tozero"),
+    xaxis=_AXIS,
+    yaxis=dict(rangemode="tozero", **_AXIS),
 )
 
 
@@ -117,15 +124,6 @@ def add_change_markers(fig: go.Figure, markers: Sequence[tuple[dt.datetime, str]
         )
 
 
-def bar_chart(
-    labels: Sequence[str], values: Sequence[Decimal | float | None], title: str, x_title: str
-) -> go.Figure:
-    fig = go.Figure(go.Bar(x=as_float(list(values)), y=list(labels), orientation="h"))
-    fig.update_layout(title=title, xaxis_title=x_title, **LAYOUT)
-    fig.update_yaxes(autorange="reversed")
-    return fig
-
-
 def waterfall(
     start: tuple[str, Decimal],
     steps: Sequence[tuple[str, Decimal]],
@@ -153,6 +151,12 @@ def waterfall(
             totals=dict(marker=dict(color="#1f77b4")),
         )
     )
-    layout = {**LAYOUT, "hovermode": "closest", "height": 380}
+    # no legend: the plot starts below the title
+    layout = {
+        **LAYOUT,
+        "hovermode": "closest",
+        "height": 380,
+        "margin": {**LAYOUT["margin"], "t": 60},
+    }
     fig.update_layout(title=title, yaxis_title="USD", showlegend=False, **layout)
     return fig
