@@ -7,9 +7,10 @@ period, see dashboard.filters.fitted_default). It reports the first run of a fre
 process, then each page with the query cache emptied, then each page again with it warm.
 
 With `--browser URL --user NAME --password PW` it instead drives a running dashboard in
-headless Chromium and times each page from the click in the sidebar until Streamlit has
-finished running and the page is drawn (no skeleton left, every chart drawn by Plotly;
-after the sign-in, the Overview's tiles and two charts). With `--fresh-dashboard` it first starts a
+headless Chromium and times each page, in the page's own clock, from the click in the
+sidebar until Streamlit's frontend reports the run ended and the page is drawn (its
+heading, no skeleton left, every chart drawn by Plotly and every table by its grid; after
+the sign-in, the Overview's tiles and two charts). With `--fresh-dashboard` it first starts a
 dashboard process of its own (`costgate dashboard` on a free 127.0.0.1 port, a user made
 for the run), so that every first visit is the first of a freshly started process, and
 stops it at the end.
