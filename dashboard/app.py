@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from dashboard import prewarm
 from dashboard.components import session, sidebar
@@ -46,4 +46,13 @@ except OperationalError as err:  # the ledger is down or unreachable: say so, no
         "The ledger database cannot be reached "
         f"({type(err.orig).__name__ if err.orig else 'OperationalError'}). Check DATABASE_URL "
         "and that PostgreSQL is running; this page retries on the next refresh."
+    )
+except ProgrammingError as err:
+    # 42P01 undefined_table: a database nobody has migrated yet (a new DATABASE_URL, an
+    # embedded server of its own), not a bug to show as a traceback
+    if getattr(err.orig, "sqlstate", None) != "42P01":
+        raise
+    st.error(
+        "The ledger database has no costgate tables yet. Run `costgate migrate` with the "
+        "same DATABASE_URL; this page retries on the next refresh."
     )

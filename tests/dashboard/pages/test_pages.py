@@ -26,6 +26,7 @@ from dashboard.settings import load_settings
 from gateway.devtools.seed import seed_ledger
 from gateway.domain.config import default_config_path, load_config
 from tests.dashboard.support.ledger import same_as_shown, shown_money, sql_sums
+from tests.fixtures.database import scratch_database
 
 APP = str(Path(__file__).resolve().parents[3] / "dashboard" / "app.py")
 PAGES = [
@@ -265,6 +266,16 @@ def test_an_unreachable_ledger_is_reported_plainly(dashboard_env, monkeypatch):
     at = app_as("viewer")
     assert not at.exception
     assert "ledger database cannot be reached" in at.error[0].value
+
+
+def test_a_database_never_migrated_says_to_migrate_it(dashboard_env, database_url, monkeypatch):
+    with scratch_database(database_url, "costgate_unmigrated", migrate=False) as bare:
+        monkeypatch.setenv("DATABASE_URL", bare)
+        load_settings.cache_clear()
+        at = app_as("viewer")
+        assert not at.exception
+        assert "no costgate tables yet" in at.error[0].value
+        assert "costgate migrate" in at.error[0].value
 
 
 def test_filters_come_from_the_url_and_narrow_every_figure(seeded, ledger_engine):
