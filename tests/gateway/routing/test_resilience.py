@@ -68,10 +68,11 @@ def rows_per_request(database_url: str, ids: list[str], timeout_s: float = 30) -
 
 def test_twenty_percent_faults_on_a_model_are_ridden_out(routing_gateway, sim) -> None:
     gw = routing_gateway
-    # Retries ride this out, not the breaker: with the default 10-attempt minimum, a
-    # chance run of 5 faults in the first 10 attempts (3% at a 20% rate, per replica)
-    # opened it and sent most of the run to the fallback, so few faults fired (a CI
-    # failure). 100 attempts make that run of luck 1e-11; the next test covers the breaker.
+    # Retries ride this out, not the breaker: a CI run saw only 84 faults fired, as if
+    # most of the run had gone to the fallback, most likely through the breaker opening
+    # on a chance run of faults (5 of the first 10 attempts: 3% at a 20% rate, per
+    # replica, with the default 10-attempt minimum). At 100 attempts such a run is
+    # negligible; the next test covers the breaker.
     set_breaker(gw, min_requests=100)
     try:
         for kind, options in (
