@@ -104,9 +104,28 @@ def send_requests(gateway, n: int, model: str = "auto") -> set[str]:
     pytest.fail(f"only {found} of {n} rows reached the ledger")
 
 
+# Marks, in the page, that a script run started: the frontend's run state (on the app's
+# root, what Streamlit's own end-to-end tests read) goes to "running" only once the server
+# has started the run, which under load can be well after the action that asked for it.
+_WATCH_RUNS = """() => {
+  const app = document.querySelector('[data-testid=stApp]');
+  window.__costgateRunSeen = false;
+  if (!window.__costgateRunWatch) {
+    window.__costgateRunWatch = new MutationObserver(() => {
+      if (app.dataset.testScriptState === 'running') window.__costgateRunSeen = true;
+    });
+    window.__costgateRunWatch.observe(app, {attributes: true});
+  }
+}"""
+_RUN_ENDED = """() => window.__costgateRunSeen &&
+  document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'notRunning'"""
+
+
 def settle(page: Page) -> None:
     """Until Streamlit has finished running the script and drawing."""
     page.wait_for_timeout(300)
+    app = page.get_by_test_id("stApp")
+    expect(app).to_have_attribute("data-test-script-state", "notRunning", timeout=60_000)
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
     expect(page.get_by_test_id("stSkeleton")).to_have_count(0, timeout=60_000)
     page.wait_for_timeout(700)  # charts and grids paint after the script ends
@@ -171,8 +190,13 @@ def edit_weights(page: Page, weights: list[int]) -> None:
         editor = page.locator("input.gdg-input").first
         expect(editor).to_be_focused(timeout=10_000)
         editor.fill(str(weight))  # ...whose content is then replaced as a whole
+        page.evaluate(_WATCH_RUNS)
         page.keyboard.press("Enter")
-        settle(page)  # each edit reruns the page; the next one waits for it
+        # each edit reruns the page, and a click on the grid while the rerun redraws it is
+        # lost (CI: the third weight stayed 30): the next edit waits for the run to have
+        # started and ended, not only for the running indicator, which shows after a delay
+        page.wait_for_function(_RUN_ENDED, timeout=60_000)
+        settle(page)
 
 
 def test_an_admin_reads_the_kpis_on_every_page(gateway, dashboard, browser):
