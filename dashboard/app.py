@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
-from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from dashboard import prewarm
 from dashboard.components import session, sidebar
 from dashboard.components.page import PAGES as PAGE_SPECS
+from dashboard.components.page import ledger_errors_reported
 from dashboard.settings import load_settings
 
 PAGES = Path(__file__).resolve().parent / "pages"
@@ -38,21 +38,6 @@ for spec in PAGE_SPECS:
         )
     )
 navigation = st.navigation(sections)
-try:
+with ledger_errors_reported():  # the ledger down or never migrated: said, not a traceback
     sidebar.render(user, settings.database_url)
     navigation.run()
-except OperationalError as err:  # the ledger is down or unreachable: say so, not a traceback
-    st.error(
-        "The ledger database cannot be reached "
-        f"({type(err.orig).__name__ if err.orig else 'OperationalError'}). Check DATABASE_URL "
-        "and that PostgreSQL is running; this page retries on the next refresh."
-    )
-except ProgrammingError as err:
-    # 42P01 undefined_table: a database nobody has migrated yet (a new DATABASE_URL, an
-    # embedded server of its own), not a bug to show as a traceback
-    if getattr(err.orig, "sqlstate", None) != "42P01":
-        raise
-    st.error(
-        "The ledger database has no costgate tables yet. Run `costgate migrate` with the "
-        "same DATABASE_URL; this page retries on the next refresh."
-    )

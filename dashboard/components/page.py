@@ -7,10 +7,12 @@ so a page opened by its URL checks the role too.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import streamlit as st
+from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from dashboard import queries
 from dashboard.auth import Permission
@@ -103,7 +105,37 @@ def no_match() -> None:
     )
 
 
+@contextlib.contextmanager
+def ledger_errors_reported() -> Iterator[None]:
+    """A ledger that cannot be reached, or was never migrated, said plainly on the page
+    and retried on the next run, not shown as a traceback."""
+    try:
+        yield
+    except OperationalError as err:
+        st.error(
+            "The ledger database cannot be reached "
+            f"({type(err.orig).__name__ if err.orig else 'OperationalError'}). Check "
+            "DATABASE_URL and that PostgreSQL is running; this page retries on the next "
+            "refresh."
+        )
+    except ProgrammingError as err:
+        # 42P01 undefined_table: a database nobody has migrated yet (a new DATABASE_URL,
+        # an embedded server of its own), not a bug to show as a traceback
+        if getattr(err.orig, "sqlstate", None) != "42P01":
+            raise
+        st.error(
+            "The ledger database has no costgate tables yet. Run `costgate migrate` with "
+            "the same DATABASE_URL; this page retries on the next refresh."
+        )
+
+
 def refreshing(body: Callable[[], None], settings: DashboardSettings) -> None:
-    """Run a page body, re-run on a timer while auto-refresh is on."""
+    """Run a page body, re-run on a timer while auto-refresh is on. The timer's reruns
+    run the body alone, outside app.py's run and its error handling: it has its own."""
     every = settings.refresh_s if st.session_state.get("auto_refresh", True) else None
-    st.fragment(body, run_every=every)()
+
+    def guarded() -> None:
+        with ledger_errors_reported():
+            body()
+
+    st.fragment(guarded, run_every=every)()
