@@ -193,8 +193,9 @@ def edit_weights(page: Page, weights: list[int]) -> None:
         page.evaluate(_WATCH_RUNS)
         page.keyboard.press("Enter")
         # each edit reruns the page, and a click on the grid while the rerun redraws it is
-        # lost (CI: the third weight stayed 30): the next edit waits for the run to have
-        # started and ended, not only for the running indicator, which shows after a delay
+        # most likely lost (CI: the third weight stayed 30): the next edit waits for the
+        # run to have started and ended, not only for the running indicator, which shows
+        # after a delay
         page.wait_for_function(_RUN_ENDED, timeout=60_000)
         settle(page)
 
