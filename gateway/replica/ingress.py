@@ -66,10 +66,9 @@ class Gateway:
     ) -> None:
         from gateway.ledger.writer import RecordWriter
         from gateway.metrics.replica import ReplicaMetrics, render_metrics, replica_ledgers
-        from gateway.replica.serving import one_write, serve_headers
+        from gateway.replica import serve_headers
 
         serve_headers.install()
-        one_write.install()
 
         cfg = load_config(config_path)
         context = serve.get_replica_context()

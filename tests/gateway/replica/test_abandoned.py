@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from gateway.replica.serving import serve_headers
+from gateway.replica import serve_headers
 
 pytestmark = pytest.mark.ray
 
