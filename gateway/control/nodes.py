@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway.control.cluster import ClusterError, ClusterPaths
+from gateway.control.cluster import ClusterError, ClusterPaths, serve_ingress_env
 from gateway.control.ray_processes import CLUSTER_MARKER_ENV, cluster_processes, stop_processes
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.domain.config import Config
@@ -210,9 +210,8 @@ def ray_start_worker(cfg: Config, plan: NodePlan, env: dict[str, str]) -> None:
     }
     if loopback:
         env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    if cfg.gateway.ingress == "haproxy":
-        env.setdefault("RAY_SERVE_THROUGHPUT_OPTIMIZED", "1")
-        env.setdefault("RAY_SERVE_ENABLE_HA_PROXY", "1")
+    for name, value in serve_ingress_env(cfg).items():
+        env.setdefault(name, value)  # as on the head: an operator's own setting wins
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])

@@ -189,6 +189,11 @@ class GatewayOptions(_Strict):
     # Serve's per-request access log: the ledger already holds every request, and the
     # log line costs CPU on the request path
     access_log: bool = False
+    # Serve's own per-request HTTP metrics in HAProxy mode (serve_num_http_requests and
+    # its latency, in Ray's metrics): HAProxy sends Serve's HAProxy manager a line per
+    # request, which it parses in Python, about 0.1 ms of CPU per request on 2 cores, for
+    # counts costgate's /metrics already has (docs/PERFORMANCE.md)
+    serve_http_metrics: bool = False
     # how long Serve lets a replica that is shutting down (downscale, redeploy, `costgate
     # down`) finish: it drains the requests in flight, then flushes the ledger, then is
     # killed. Sized for the longest stream Serve lets run (http_options.request_timeout_s,

@@ -24,7 +24,8 @@ and 734 / 778 / 108 (stream), with much run-to-run noise in req/s.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import dataclasses
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -32,7 +33,11 @@ import httpx
 
 
 def _timeout(request: httpx.Request) -> aiohttp.ClientTimeout:
-    t: dict[str, Any] = request.extensions.get("timeout") or {}
+    return client_timeout(request.extensions.get("timeout") or {})
+
+
+def client_timeout(t: Mapping[str, float | None]) -> aiohttp.ClientTimeout:
+    """aiohttp's timeouts for httpx's (connect, read, pool) of one provider."""
     return aiohttp.ClientTimeout(
         total=None,  # the caller bounds the whole call (asyncio.timeout)
         connect=t.get("pool"),
@@ -41,7 +46,16 @@ def _timeout(request: httpx.Request) -> aiohttp.ClientTimeout:
     )
 
 
-def _map_error(err: BaseException, request: httpx.Request) -> Exception:
+@dataclasses.dataclass(frozen=True, slots=True)
+class WholeReply:
+    """What the gateway reads of a whole (not streamed) upstream answer."""
+
+    status: int
+    retry_after: str | None  # the Retry-After header, as sent
+    content: bytes  # decoded if it came compressed
+
+
+def _map_error(err: BaseException, request: httpx.Request | None) -> Exception:
     # order matters: aiohttp's connection timeout is also a ServerTimeoutError
     if isinstance(err, aiohttp.ConnectionTimeoutError):
         return httpx.ConnectTimeout(str(err) or "connect timeout", request=request)
@@ -128,24 +142,32 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         response = await self._send(request)
         return self._response(response, request, stream=_Body(response, request))
 
-    async def read_response(self, request: httpx.Request) -> httpx.Response:
-        """The response with its body read: what `handle_async_request` and `aread()` give,
-        without httpx's chunk iterators and decoders for a body that is not encoded."""
-        response = await self._send(request)
-        if response.headers.get("content-encoding", "identity") != "identity":
-            # httpx decodes what it was sent compressed, as it always did
-            reply = self._response(response, request, stream=_Body(response, request))
-            await reply.aread()
-            return reply
+    async def post(
+        self, url: str, headers: Mapping[str, str], content: bytes, timeout: aiohttp.ClientTimeout
+    ) -> WholeReply:
+        """POST and read the whole answer, with no httpx Request or Response around it:
+        building those two was a twelfth of a replica's CPU per request at 64 concurrent
+        requests (docs/PERFORMANCE.md). Errors are raised as `handle_async_request`'s."""
         try:
-            content = await response.read()
+            response = await self._client().request(
+                "POST", url, headers=headers, data=content, timeout=timeout,
+                allow_redirects=False,
+            )  # fmt: skip
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as err:
+            raise _map_error(err, None) from err
+        try:
+            raw = await response.read()
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as err:
             response.close()
-            raise _map_error(err, request) from err
+            raise _map_error(err, None) from err
         except BaseException:
             response.close()  # cancelled mid-body: the connection cannot be reused
             raise
-        return self._response(response, request, content=content)
+        retry_after = response.headers.get("retry-after")
+        if response.headers.get("content-encoding", "identity") != "identity":
+            # httpx decodes what it was sent compressed, as it always did
+            raw = httpx.Response(response.status, headers=response.raw_headers, content=raw).content
+        return WholeReply(response.status, retry_after, raw)
 
     async def aclose(self) -> None:
         if self._session is not None:

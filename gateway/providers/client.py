@@ -21,7 +21,7 @@ import httpx
 
 from gateway.domain.config import Config, Model, Provider
 from gateway.providers.adapter import ChatReply, MalformedReply, ProviderAdapter, WireRequest
-from gateway.providers.aiohttp_transport import AiohttpTransport
+from gateway.providers.aiohttp_transport import AiohttpTransport, WholeReply, client_timeout
 from gateway.providers.registry import adapter_for
 from gateway.routing.retry_policy import FailureReason, Verdict, classify, parse_retry_after
 
@@ -65,12 +65,12 @@ def _scrub(text: str, provider: Provider) -> str:
 
 
 def failure_from_status(
-    response: httpx.Response,
+    status: int,
+    retry_after_header: str | None,
     content: bytes,
     provider: Provider,
     adapter: ProviderAdapter | None = None,
 ) -> UpstreamFailure:
-    status = response.status_code
     verdict = classify(status) or classify(500)
     assert verdict is not None
     where = f"{provider.name} answered HTTP {status}"
@@ -78,7 +78,7 @@ def failure_from_status(
         # our provider key is wrong: the app cannot fix that, and the text may quote the key
         where += ": the gateway's provider credentials were rejected"
         return UpstreamFailure(verdict, where, status=status)
-    retry_after = parse_retry_after(response.headers.get("retry-after"))
+    retry_after = parse_retry_after(retry_after_header)
     error_body = None
     if 400 <= status < 500 and status != 429:
         scrubbed = _scrub(content.decode("utf-8", "replace"), provider).encode()
@@ -129,6 +129,10 @@ class UpstreamClient:
         max_connections = max(p.max_connections for p in cfg.providers)
         self._transport = transport or AiohttpTransport(max_connections=max_connections)
         self._timeouts: dict[str, dict[str, float | None]] = {}
+        # aiohttp's pool, for whole answers without httpx's Request and Response; None
+        # for another transport (tests' httpx.MockTransport), which goes through httpx
+        self._aiohttp = self._transport if isinstance(self._transport, AiohttpTransport) else None
+        self._aiohttp_timeouts: dict[str, Any] = {}
 
     def _timeout(self, provider: Provider) -> dict[str, float | None]:
         found = self._timeouts.get(provider.name)
@@ -138,33 +142,44 @@ class UpstreamClient:
             found = self._timeouts[provider.name] = timeout.as_dict()
         return found
 
-    def _request(
-        self, model: Model, body: dict[str, Any], build: WireBuilder | None = None
-    ) -> tuple[Provider, ProviderAdapter, httpx.Request]:
+    def _wire(
+        self, model: Model, body: dict[str, Any], build: WireBuilder | None
+    ) -> tuple[Provider, ProviderAdapter, WireRequest]:
         provider = self._cfg.provider(model.provider)
         adapter = adapter_for(provider)
         # `build`: a native request of another API than chat (Anthropic's Messages)
         wire = (build or adapter.chat_request)(provider, body, provider.api_key())
-        request = httpx.Request(
+        return provider, adapter, wire
+
+    def _http_request(self, provider: Provider, wire: WireRequest) -> httpx.Request:
+        return httpx.Request(
             "POST",
             _url(wire.url),
             content=wire.content,
             headers=_DEFAULT_HEADERS | dict(wire.headers),
             extensions={"timeout": self._timeout(provider)},
         )
-        return provider, adapter, request
 
-    async def _read(self, request: httpx.Request) -> httpx.Response:
-        """A whole response; aiohttp's pool reads it in one piece."""
-        if isinstance(self._transport, AiohttpTransport):
-            return await self._transport.read_response(request)
-        response = await self._transport.handle_async_request(request)
-        try:
-            await response.aread()
-        except BaseException:
-            await response.aclose()  # the connection, not the pool, is dropped
-            raise
-        return response
+    async def _whole(
+        self, provider: Provider, wire: WireRequest, request: httpx.Request | None
+    ) -> WholeReply:
+        """A whole answer: straight through aiohttp's pool, else (`request` given) through
+        the transport as httpx sends it."""
+        if request is not None:
+            response = await self._transport.handle_async_request(request)
+            try:
+                content = await response.aread()
+            except BaseException:
+                await response.aclose()  # the connection, not the pool, is dropped
+                raise
+            return WholeReply(response.status_code, response.headers.get("retry-after"), content)
+        assert self._aiohttp is not None
+        timeout = self._aiohttp_timeouts.get(provider.name)
+        if timeout is None:
+            timeout = client_timeout(self._timeout(provider))
+            self._aiohttp_timeouts[provider.name] = timeout
+        headers = _DEFAULT_HEADERS | wire.headers
+        return await self._aiohttp.post(wire.url, headers, wire.content, timeout)
 
     async def complete(
         self,
@@ -173,19 +188,23 @@ class UpstreamClient:
         build: WireBuilder | None = None,
         parse: Callable[[bytes], ChatReply] | None = None,
     ) -> UpstreamReply:
-        provider, adapter, request = self._request(model, body, build)
+        # built before the call: what the adapter refuses (the client's 400) or a header
+        # httpx refuses must not be classified below as the upstream's failure (a 502)
+        provider, adapter, wire = self._wire(model, body, build)
+        request = None if self._aiohttp is not None else self._http_request(provider, wire)
         started = time.perf_counter()
         try:
             async with asyncio.timeout(provider.timeouts.total):
-                response = await self._read(request)
-                content = response.content
+                whole = await self._whole(provider, wire, request)
         except Exception as err:  # noqa: BLE001 - every transport failure is classified
             raise failure_from_exception(err, provider) from None
         latency_ms = int((time.perf_counter() - started) * 1000)
-        if response.status_code != 200:
-            raise failure_from_status(response, content, provider, adapter)
+        if whole.status != 200:
+            raise failure_from_status(
+                whole.status, whole.retry_after, whole.content, provider, adapter
+            )
         try:
-            reply = (parse or adapter.parse_chat)(content)
+            reply = (parse or adapter.parse_chat)(whole.content)
         except MalformedReply as err:
             raise malformed(provider, str(err)) from None
         return UpstreamReply(reply=reply, latency_ms=latency_ms)
@@ -194,7 +213,8 @@ class UpstreamClient:
         self, model: Model, body: dict[str, Any], build: WireBuilder | None = None
     ) -> httpx.Response:
         """Send the request and return the response once its status says it streams."""
-        provider, adapter, request = self._request(model, body, build)
+        provider, adapter, wire = self._wire(model, body, build)
+        request = self._http_request(provider, wire)
         try:
             async with asyncio.timeout(provider.timeouts.total):
                 response = await self._transport.handle_async_request(request)
@@ -207,7 +227,10 @@ class UpstreamClient:
                 content = b""
             finally:
                 await response.aclose()
-            raise failure_from_status(response, content, provider, adapter)
+            raise failure_from_status(
+                response.status_code, response.headers.get("retry-after"), content, provider,
+                adapter,
+            )  # fmt: skip
         return response
 
     async def aclose(self) -> None:

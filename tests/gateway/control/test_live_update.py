@@ -106,6 +106,15 @@ def test_haproxy_forwards_only_to_ports_of_this_head(routing_gateway) -> None:
     assert ray.ports()["fallback_proxy_port"] in listening
 
 
+def test_haproxy_sends_serve_no_line_per_request_by_default(routing_gateway) -> None:
+    """Serve's own HTTP metrics (a log line per request that its HAProxy manager parses)
+    are off unless `gateway.serve_http_metrics` asks for them: costgate counts requests."""
+    haproxy_dir = ClusterPaths(routing_gateway.state_dir).haproxy_dir
+    texts = [cfg.read_text() for cfg in haproxy_dir.glob("*/haproxy.cfg")]
+    assert texts and all("http_frontend" in text for text in texts)
+    assert not any("metrics.sock" in text or "log-format-sd" in text for text in texts)
+
+
 def test_show_prints_the_weights_the_replicas_run(routing_gateway) -> None:
     gw = routing_gateway
     set_auto(gw, SEEDS_MIX, "seeds' mix")

@@ -80,3 +80,16 @@ def test_a_file_edited_in_place_changes_the_apps_args_unless_only_routing_change
         app = deployed(data)
         assert app["args"] == first["args"]
         assert app["deployments"][0]["user_config"] != first["deployments"][0]["user_config"]
+
+
+def test_serves_own_per_request_http_metrics_are_off_unless_asked_for():
+    from gateway.control.cluster import serve_ingress_env
+
+    data = load_config(default_config_path()).model_dump(mode="json")
+    env = serve_ingress_env(parse_config(data))
+    assert env["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
+    assert env["RAY_SERVE_HAPROXY_METRICS_ENABLED"] == "0"
+    data["gateway"]["serve_http_metrics"] = True
+    assert serve_ingress_env(parse_config(data))["RAY_SERVE_HAPROXY_METRICS_ENABLED"] == "1"
+    data["gateway"]["ingress"] = "proxy"
+    assert serve_ingress_env(parse_config(data)) == {}
