@@ -105,3 +105,43 @@ async def test_what_the_request_builder_refuses_is_the_clients_error_not_the_ups
         await _complete(_config(sim), transport, build=refuse)
     assert info.value.status == 400 and not isinstance(info.value, UpstreamFailure)
     assert len(sim.recent_requests()) == before  # nothing was sent
+
+
+async def test_an_answer_that_comes_compressed_anyway_is_decoded(sim, transport):
+    # the client asks for no encoding; an upstream (or a proxy before it) may compress all
+    # the same, and the reply must still parse
+    import gzip
+    import json
+
+    from aiohttp import web
+
+    answer = {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "squeezed"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }  # fmt: skip
+
+    async def handler(_: web.Request) -> web.Response:
+        return web.Response(body=gzip.compress(json.dumps(answer).encode()),
+                            headers={"content-encoding": "gzip",
+                                     "content-type": "application/json"})  # fmt: skip
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = next(p for p in range(18980, 18990) if port_is_free(p))
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    try:
+        cfg = _config(sim)
+        providers = [
+            p.model_copy(update={"base_url": f"http://127.0.0.1:{port}/v1"})
+            if p.name == "openai" else p
+            for p in cfg.providers
+        ]  # fmt: skip
+        reply = await _complete(cfg.model_copy(update={"providers": providers}), transport)
+    finally:
+        await runner.cleanup()
+    assert reply.reply.text == "squeezed" and reply.reply.usage.completion_tokens == 1
