@@ -191,7 +191,7 @@ class GatewayOptions(_Strict):
     access_log: bool = False
     # Serve's own per-request HTTP metrics in HAProxy mode (serve_num_http_requests and
     # its latency, in Ray's metrics): HAProxy sends Serve's HAProxy manager a line per
-    # request, which it parses in Python, about 0.1 ms of CPU per request on 2 cores, for
+    # request, which it parses in Python, 0.1-0.3 ms of CPU per request on 2 cores, for
     # counts costgate's /metrics already has (docs/PERFORMANCE.md)
     serve_http_metrics: bool = False
     # how long Serve lets a replica that is shutting down (downscale, redeploy, `costgate
