@@ -1,6 +1,10 @@
 """Shared fixtures live in tests/fixtures/, one module per real part they start."""
 
 pytest_plugins = [
+    # first: the run's id and its watchdog, before any fixture starts a process
+    "tests.fixtures.reaper",
+    # which tests share a pytest-xdist worker, and in which order they go out
+    "tests.fixtures.scheduling",
     "tests.fixtures.database",
     "tests.fixtures.sim",
     "tests.fixtures.gateway",

@@ -209,15 +209,23 @@ def _wait_for_stop_signal() -> None:
 
 def cmd_down(args: argparse.Namespace) -> int:
     from db.embedded import stop_embedded
-    from gateway.control.cluster import ClusterPaths, shutdown_serve, started_by_us, stop_head
+    from gateway.control.cluster import (
+        DRAINED_HEAD_GRACE_S,
+        HEAD_GRACE_S,
+        ClusterPaths,
+        shutdown_serve,
+        started_by_us,
+        stop_head,
+    )
 
     cfg, _ = _load(args)
     paths = ClusterPaths(_state_dir())
-    if not shutdown_serve(cfg, args.drain_timeout, progress=print):
+    drained = shutdown_serve(cfg, args.drain_timeout, progress=print)
+    if not drained:
         print("replicas still draining when the drain timeout ran out: the rows of their "
               "requests in flight may be lost", file=sys.stderr)  # fmt: skip
     if started_by_us(paths) or paths.temp_dir.exists():
-        n = stop_head(paths)
+        n = stop_head(paths, DRAINED_HEAD_GRACE_S if drained else HEAD_GRACE_S)
         print(f"stopped the Ray head ({n} processes)")
     from gateway.control.nodes import node_records, nodes_dir, stop_node
 

@@ -247,6 +247,7 @@ def serve_ingress_env(cfg: Config) -> dict[str, str]:
         "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
         "RAY_SERVE_ENABLE_HA_PROXY": "1",
         "RAY_SERVE_HAPROXY_METRICS_ENABLED": "1" if cfg.gateway.serve_http_metrics else "0",
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": f"{cfg.gateway.drain_period_s:g}",
     }
 
 
@@ -363,7 +364,15 @@ def shutdown_serve(
     return False
 
 
-def stop_head(paths: ClusterPaths, grace_s: float = 10.0) -> int:
+# With Serve's applications gone (drained and flushed), nothing of ours runs on the head,
+# and GCS, the raylet, the autoscaler's monitor and Ray's runtime-env agent do not act on
+# SIGTERM: they were still running 10 s after it on these machines, every time, and a
+# `costgate down` sat out the whole grace before its SIGKILL. A short grace then.
+DRAINED_HEAD_GRACE_S = 2.0
+HEAD_GRACE_S = 10.0
+
+
+def stop_head(paths: ClusterPaths, grace_s: float = HEAD_GRACE_S) -> int:
     """Stop the Ray processes of our head only; return how many were running."""
     n = stop_processes(paths.temp_dir, grace_s)
     paths.record.unlink(missing_ok=True)

@@ -93,3 +93,14 @@ def test_serves_own_per_request_http_metrics_are_off_unless_asked_for():
     assert serve_ingress_env(parse_config(data))["RAY_SERVE_HAPROXY_METRICS_ENABLED"] == "1"
     data["gateway"]["ingress"] = "proxy"
     assert serve_ingress_env(parse_config(data)) == {}
+
+
+def test_a_replica_shutting_down_behind_haproxy_is_held_for_the_configured_drain_period():
+    from gateway.control.cluster import serve_ingress_env
+
+    data = load_config(default_config_path()).model_dump(mode="json")
+    assert serve_ingress_env(parse_config(data))[
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "5"  # not Serve's 30 s
+    data["gateway"]["drain_period_s"] = 12.5
+    assert serve_ingress_env(parse_config(data))[
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "12.5"
