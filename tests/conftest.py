@@ -2,9 +2,9 @@
 
 pytest_plugins = [
     # first: the run's id and its watchdog, before any fixture starts a process
-    "tests.fixtures.reaper",
+    "tests.runner.reaper",
     # which tests share a pytest-xdist worker, and in which order they go out
-    "tests.fixtures.scheduling",
+    "tests.runner.scheduling",
     "tests.fixtures.database",
     "tests.fixtures.sim",
     "tests.fixtures.gateway",

@@ -358,7 +358,8 @@ def _save_rates(args: argparse.Namespace, rates: list[Any], source: str) -> int:
     saved = save_rates(url, rates, source)
     new_versions = sync_dated_versions(url, cfg)
     print(f"{saved} FX rate(s) saved; {new_versions} new price version(s) stored")
-    print("replicas price new requests at the rate in force on their day within a minute")
+    print("replicas price new requests at the rate in force on their day within "
+          f"{cfg.ledger.fx_refresh_s:g} s (ledger.fx_refresh_s)")
     return 0
 
 

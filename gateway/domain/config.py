@@ -201,12 +201,9 @@ class GatewayOptions(_Strict):
     # a shorter one cuts long streams, whose rows then hold only partial usage. An idle
     # replica shuts down at once whatever this says
     graceful_shutdown_timeout_s: float = Field(default=920.0, ge=15)
-    # in HAProxy mode, how long a replica that is shutting down still takes new
-    # connections before it drains (Serve's RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S,
-    # 30 s by default, sized for an external load balancer that sends to replica ports
-    # itself). Ours is Serve's own HAProxy, which learns of the change within a second or
-    # two and retries a refused connection on another replica; 30 s made every `costgate
-    # down`, redeploy and downscale hold idle replicas 30 s longer (43 s for a `down`)
+    # HAProxy mode: how long a replica shutting down still takes connections (Serve's
+    # RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S; its 30 s suit a load balancer of
+    # its own). Serve's HAProxy learns of it in a second or two and retries refusals
     drain_period_s: float = Field(default=5.0, ge=0)
     # at shutdown, rows that neither PostgreSQL nor the spool's disk takes (an outage and
     # a full disk at once) are tried on both this much longer before they count as lost.
@@ -243,6 +240,8 @@ class LedgerOptions(_Strict):
     # raw rows older than this many days are pruned by `costgate rollups prune`, their
     # hourly and daily rollups kept (docs/ROLLUPS.md); None: every raw row is kept
     retention_days: int | None = Field(default=None, ge=1)
+    # how often replicas reload dated FX rates (`costgate fx add`): never per request
+    fx_refresh_s: float = Field(default=60.0, gt=0)
 
 
 class Config(_Strict):

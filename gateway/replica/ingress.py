@@ -100,7 +100,7 @@ class Gateway:
         self.quota_syncer: Any = None
         if database_url:
             self._start_key_refresh(database_url, state_dir)
-            await self._start_fx_refresh(database_url)
+            await self._start_fx_refresh(database_url, cfg.ledger.fx_refresh_s)
             await self._start_quota(database_url, replica_id)
             # Serve sends traffic once __init__ returns: a replica that answered before
             # its first key set arrived would refuse valid keys (seen during redeploys)
@@ -190,14 +190,15 @@ class Gateway:
 
         self.service.keys.start_refresh(load, every_s=REFRESH_S)
 
-    async def _start_fx_refresh(self, database_url: str) -> None:
-        """Dated FX rates (docs/FINANCE.md): loaded now and every minute, never per request."""
+    async def _start_fx_refresh(self, database_url: str, every_s: float) -> None:
+        """Dated FX rates (docs/FINANCE.md): loaded now and every `every_s` (a minute by
+        default, ledger.fx_refresh_s), never per request."""
         from db.analytics.fx_store import load_schedule
         from db.engine import make_engine
         from gateway.finance.fx_refresh import FxRefresher
 
         engine = make_engine(database_url, pool_size=1, max_overflow=0)
-        self.fx = FxRefresher(self.service, lambda: load_schedule(engine))
+        self.fx = FxRefresher(self.service, lambda: load_schedule(engine), every_s=every_s)
         try:
             await asyncio.wait_for(self.fx.refresh(), KEYS_FIRST_LOAD_TIMEOUT_S)
         except TimeoutError:

@@ -176,3 +176,13 @@ def test_a_fallback_must_be_a_model_of_the_same_kind():
 
     with pytest.raises(ConfigError, match="'text-embedding-3-small' is a embedding model"):
         parse_config(broken(change))
+
+
+def test_replicas_reload_fx_rates_every_minute_unless_configured():
+    data = load_config(default_config_path()).model_dump(mode="json")
+    assert parse_config(data).ledger.fx_refresh_s == 60.0
+    data["ledger"]["fx_refresh_s"] = 5
+    assert parse_config(data).ledger.fx_refresh_s == 5.0
+    data["ledger"]["fx_refresh_s"] = 0
+    with pytest.raises(ConfigError, match="ledger.fx_refresh_s"):
+        parse_config(data)

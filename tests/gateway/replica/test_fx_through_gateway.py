@@ -1,7 +1,8 @@
 """Dated FX on the deployed gateway (Ray Serve, the sim, PostgreSQL): a rate added for
-today prices the next requests within a minute, with a price version that is stored;
-removing it brings the config's rate back. No database call per request: the replicas
-load the rates every minute (gateway/finance/fx_refresh.py)."""
+today prices the next requests within the replicas' refresh interval, with a price
+version that is stored; removing it brings the config's rate back. No database call per
+request: the replicas load the rates every `ledger.fx_refresh_s` (a minute by default,
+FX_REFRESH_S in the tests' config; gateway/finance/fx_refresh.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from sqlalchemy import create_engine, text
 from db.analytics.fx_store import save_rates
 from db.price_sync import sync_prices
 from gateway.finance.fx import FxRate
+from tests.fixtures.gateway import FX_REFRESH_S
 from tests.gateway.replica.test_ledger_through_gateway import wait_rows
 
 pytestmark = pytest.mark.ray
 
 MODEL = "relay-gpt-4.1"  # the relay bills ¥1 per $1 of list price, in CNY
-REFRESH_WAIT_S = 90  # the replicas reload every 60 s
+REFRESH_WAIT_S = 90  # the replicas reload every FX_REFRESH_S
 
 
 def _priced_row(gateway: Any) -> dict[str, Any]:
@@ -46,13 +48,13 @@ def _version_fx(engine: Any, version_id: Any) -> Decimal | None:
 def _wait_for_rate(gateway: Any, engine: Any, rate: Decimal) -> dict[str, Any]:
     deadline = time.monotonic() + REFRESH_WAIT_S
     row: dict[str, Any] = {}
-    while time.monotonic() < deadline:  # at most REFRESH_WAIT_S / 3 requests
+    while time.monotonic() < deadline:  # a request every FX_REFRESH_S / 3
         row = _priced_row(gateway)
         if row["actual_cost"] and (row["actual_cost"] / row["actual_cost_usd"]).quantize(
             Decimal("0.01")
         ) == rate.quantize(Decimal("0.01")):
             return row
-        time.sleep(3)
+        time.sleep(FX_REFRESH_S / 3)
     pytest.fail(f"no request priced at {rate} within {REFRESH_WAIT_S} s: last {row}")
 
 

@@ -1,7 +1,7 @@
 """A test run stopped from outside (a time limit's SIGTERM, or a SIGKILL) leaves no
-process of its own behind: no Ray, PostgreSQL, sim or browser (tests/fixtures/reaper.py).
+process of its own behind: no Ray, PostgreSQL, sim or browser (tests/runner/reaper.py).
 
-Each case starts a pytest of its own on tests/fixtures/held_run.py (a Ray head from
+Each case starts a pytest of its own on tests/runner/held_run.py (a Ray head from
 `costgate up`, the embedded PostgreSQL, the sim, Chromium), checks that every kind is
 running, kills that pytest, and waits for every process carrying its run id to be gone.
 """
@@ -18,13 +18,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.fixtures.held_run import READY_ENV
-from tests.fixtures.reaper import RUN_ENV, run_processes
+from tests.runner.held_run import READY_ENV
+from tests.runner.reaper import RUN_ENV, run_processes
 
 pytestmark = [pytest.mark.ray, pytest.mark.browser]
 
-REPO = Path(__file__).resolve().parents[1]
-HELD_RUN = REPO / "tests" / "fixtures" / "held_run.py"
+REPO = Path(__file__).resolve().parents[2]
+HELD_RUN = REPO / "tests" / "runner" / "held_run.py"
 KINDS = {
     "ray": lambda cmd: "gcs_server" in cmd or "raylet" in cmd,
     "postgres": lambda cmd: "pgserver" in cmd and "postgres" in cmd,
@@ -47,7 +47,12 @@ def _commands(procs: list[psutil.Process]) -> list[str]:
 def test_a_killed_run_leaves_no_process_of_its_own(tmp_path: Path, signum: int) -> None:
     ready = tmp_path / "ready"
     log = tmp_path / "held-run.log"
-    env = {k: v for k, v in os.environ.items() if k not in (RUN_ENV, "DATABASE_URL")}
+    # a run of its own: not this run's id, not this xdist worker's identity, and the
+    # embedded PostgreSQL rather than this run's server
+    env = {
+        k: v for k, v in os.environ.items()
+        if k not in (RUN_ENV, "DATABASE_URL") and not k.startswith("PYTEST_")
+    }  # fmt: skip
     env[READY_ENV] = str(ready)
     with log.open("wb") as out:
         run = subprocess.Popen(
