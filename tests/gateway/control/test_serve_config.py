@@ -100,7 +100,7 @@ def test_a_replica_shutting_down_behind_haproxy_is_held_for_the_configured_drain
 
     data = load_config(default_config_path()).model_dump(mode="json")
     assert serve_ingress_env(parse_config(data))[
-        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "5"  # not Serve's 30 s
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "30"  # Serve's own
     data["gateway"]["drain_period_s"] = 12.5
     assert serve_ingress_env(parse_config(data))[
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "12.5"

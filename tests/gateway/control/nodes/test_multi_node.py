@@ -36,7 +36,7 @@ from db.keys import create_key
 from gateway.control.cluster import ClusterPaths
 from gateway.control.nodes import node_records
 from gateway.control.ray_processes import cluster_processes
-from gateway.domain.config import load_config
+from gateway.domain.config import GatewayOptions, load_config
 from tests.fixtures.database import scratch_database
 from tests.fixtures.gateway import PROVIDER_SECRET, gateway_config
 from tests.fixtures.ports import claim_block
@@ -114,6 +114,8 @@ def _cluster(sim_server: Any, ledger_url: str, ports: Any, tmp: Any) -> Iterator
         Path(sim_server.config_path), workdir / "costgate.yaml", ports, num_replicas=2,
         # a shutdown drains idle replicas at once; this bounds a scale-down with streams
         graceful_shutdown_timeout_s=30,
+        # Serve's own drain, as a cluster runs it (not the test stacks' shorter one)
+        drain_period_s=GatewayOptions().drain_period_s,
         # Serve's Python proxy: one actor per node where HAProxy mode starts two and a
         # binary, which a loaded 2-core machine did not always get ready in time
         ingress="proxy",
