@@ -26,8 +26,9 @@ lint: venv
 test-deps:
 	bash .ci/test-deps
 
+# two workers, each shared Ray stack on one of them (tests/runner/scheduling.py)
 test: lint test-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup
 
 clean:
 	rm -rf $(VENV) .state
