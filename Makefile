@@ -26,9 +26,10 @@ lint: venv
 test-deps:
 	bash .ci/test-deps
 
-# two workers, each shared Ray stack on one of them (tests/runner/scheduling.py)
+# two workers, each shared Ray stack on one of them (tests/runner/scheduling.py); the
+# slowest 20 tests listed at the end (docs/TESTING.md)
 test: lint test-deps
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=20
 
 clean:
 	rm -rf $(VENV) .state
