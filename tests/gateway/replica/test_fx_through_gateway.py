@@ -77,6 +77,10 @@ def test_a_rate_added_for_today_prices_new_requests_and_old_versions_stay(gatewa
     finally:
         with engine.begin() as conn:
             conn.execute(text("DELETE FROM fx_rates WHERE source = 'test'"))
-        # later tests price the relay at the config's 7.3 again
+        deleted_at = time.monotonic()
+        # later tests price the relay at the config's 7.3 again: on the replica that
+        # answered, and on every other one once each has reloaded (each does within
+        # FX_REFRESH_S; one replica at 7.3 says nothing of the others)
         _wait_for_rate(gateway, engine, Decimal("7.3"))
+        time.sleep(max(0.0, deleted_at + 2 * FX_REFRESH_S - time.monotonic()))
         engine.dispose()
