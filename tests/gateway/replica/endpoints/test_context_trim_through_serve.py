@@ -6,57 +6,35 @@ the tokens dropped, and under `error` it is a 400 `context_length_exceeded`."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import anthropic
 import openai
 import pytest
-import yaml
 
 from gateway.domain.context_trim import TrimPolicy, fit
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.token_estimate import estimate_prompt_tokens
 from gateway.providers.anthropic_requests import estimate_messages
 from gateway.replica.endpoints.context_fit import conversation
-from tests.fixtures.database import scratch_database
-from tests.fixtures.gateway import RunningGateway, _gateway
-from tests.fixtures.ports import claim_block
+from tests.fixtures.gateway import (
+    SMALL,
+    SMALL_ALIAS,
+    SMALL_CLAUDE,
+    SMALL_CLAUDE_ALIAS,
+    SMALL_WINDOW,
+    RunningGateway,
+)
 from tests.gateway.replica.endpoints.test_openai_sdk_through_serve import ledger_row, sdk
 
 pytestmark = pytest.mark.ray
-WINDOW = 2_000
-SMALL, ALIAS = "small-window", "small-trim"
-SMALL_CLAUDE, CLAUDE_ALIAS = "small-claude", "small-claude-trim"
+WINDOW, ALIAS, CLAUDE_ALIAS = SMALL_WINDOW, SMALL_ALIAS, SMALL_CLAUDE_ALIAS
 
 
-@pytest.fixture(scope="module")
-def trim_gateway(
-    sim_server: Any, database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RunningGateway]:
-    workdir = tmp_path_factory.mktemp("trim-config")
-    config = yaml.safe_load(Path(sim_server.config_path).read_text())
-    base = next(m for m in config["models"] if m["name"] == "gpt-4o-mini")
-    small = {**copy.deepcopy(base), "name": SMALL, "context_window": WINDOW}
-    small.pop("fallbacks", None)
-    config["models"].append(small)
-    config["aliases"][ALIAS] = {"candidates": {SMALL: 1}, "trim": "drop_oldest"}
-    claude = next(m for m in config["models"] if m["name"] == "claude-haiku-4.5")
-    config["models"].append({**copy.deepcopy(claude), "name": SMALL_CLAUDE,
-                             "context_window": WINDOW, "fallbacks": []})
-    config["aliases"][CLAUDE_ALIAS] = {"candidates": {SMALL_CLAUDE: 1}, "trim": "drop_oldest"}
-    path = workdir / "sim-with-small-window.yaml"
-    path.write_text(yaml.safe_dump(config))
-    ports = claim_block()  # its own: the session's `gateway` may be up at the same time
-    try:
-        with scratch_database(database_url, "costgate_trim") as ledger_url:
-            yield from _gateway(SimpleNamespace(config_path=path), ledger_url, ports,
-                                tmp_path_factory)
-    finally:
-        ports.release()
+@pytest.fixture
+def trim_gateway(gateway: RunningGateway) -> RunningGateway:
+    """The session's gateway: its config carries the small-window models and aliases."""
+    return gateway
 
 
 def long_conversation(turns: int = 25) -> list[dict[str, Any]]:
