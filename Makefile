@@ -8,9 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/costgate: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# no byte-compiling of every installed file (Ray's are many: 20 s of the install);
-	# Python writes each module's .pyc the first time it is imported
-	$(BIN)/pip install --quiet --no-compile -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(BIN)/costgate
 
 venv: $(BIN)/costgate
