@@ -10,9 +10,9 @@ SHA-256 digest of a password is cracked offline in moments. A refused entry stop
 dashboard at start with an error that names the user, never the hash.
 
 Roles, and what each may do (`ROLE_PERMISSIONS`): `finance` spend, savings and export,
-budgets (read and change); `ops` latency and errors, the request log, routing (read and
-change), budgets (read); `admin` all of it; `viewer` reads spend, savings, latency,
-routing and budgets and changes nothing.
+budgets (read and change), customers (spend per end user, margins); `ops` latency and
+errors, the request log, routing (read and change), budgets (read); `admin` all of it;
+`viewer` reads spend, savings, latency, routing and budgets and changes nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ class Permission(enum.StrEnum):
     ROUTING_EDIT = "routing_edit"  # apply a routing change
     BUDGETS_VIEW = "budgets_view"  # budgets, their burn-down and forecast, their history
     BUDGETS_EDIT = "budgets_edit"  # create or change a budget
+    CUSTOMERS = "customers"  # spend per end user and session, margins (end user ids)
 
 
 ROLE_PERMISSIONS: dict[str, frozenset[Permission]] = {
@@ -51,7 +52,13 @@ ROLE_PERMISSIONS: dict[str, frozenset[Permission]] = {
         {Permission.SPEND, Permission.LATENCY, Permission.ROUTING_VIEW, Permission.BUDGETS_VIEW}
     ),
     "finance": frozenset(
-        {Permission.SPEND, Permission.EXPORT, Permission.BUDGETS_VIEW, Permission.BUDGETS_EDIT}
+        {
+            Permission.SPEND,
+            Permission.EXPORT,
+            Permission.BUDGETS_VIEW,
+            Permission.BUDGETS_EDIT,
+            Permission.CUSTOMERS,
+        }
     ),
     "ops": frozenset(
         {

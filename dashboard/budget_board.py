@@ -37,6 +37,8 @@ SCOPE_LABELS = {
     BudgetScope.TEAM: "a team",
     BudgetScope.KEY: "a key (its id)",
     BudgetScope.ALL: "the whole gateway",
+    BudgetScope.EACH_USER: "each end user of an app (its name)",
+    BudgetScope.TAG: "a tag (key=value)",
 }
 
 

@@ -56,8 +56,9 @@ MONEY = (
 CUBE_COLUMNS = DIMENSIONS + COUNTS + MONEY
 GRAINS = {"minute": "min", "hour": "h", "day": "D"}
 PER_MILLION = Decimal(1_000_000)
-# requests that got an answer: a NULL cost on one of these is a cost we do not know
-# (failed requests without usage are reported as errors instead)
+# requests that got an answer: a NULL cost on one of these is a cost we do not know, as
+# on a failed request whose usage was estimated (attempts the provider may have billed);
+# failed requests without usage are reported as errors instead
 ANSWERED = ("ok", "cancelled")
 
 
@@ -138,7 +139,9 @@ def records_to_cube(
                 "completion_tokens": int(g["completion_tokens"].fillna(0).sum()),
                 "reasoning_tokens": int(g["reasoning_tokens"].fillna(0).sum()),
                 "unknown_cost_requests": sum(
-                    1 for k, st in zip(known, g["status"], strict=True) if not k and st in ANSWERED
+                    1
+                    for k, st, src in zip(known, g["status"], g["usage_source"], strict=True)
+                    if not k and (st in ANSWERED or src == "estimated")
                 ),
                 "estimated_requests": int((g["usage_source"] == "estimated").sum()),
                 "actual_cost_usd": dsum(actual),

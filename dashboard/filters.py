@@ -11,6 +11,13 @@ window finer than whole days), one up to two days old in hours, an older one in 
 its last 30 days (or since its first day, if that is later), so that a new user's first
 look shows the data they have, not one point on a 30-day axis.
 
+End-user and tag filters (`?user=u1,u2&tag_key=tier&tag=gold,silver`: end users by id,
+values of one tag key) can be honoured only by the views that read the attribution
+rollups (docs/ROLLUPS.md: per end user, per tag, per session, by day); `ignored_by`
+names the filters a view cannot apply, so that the view says so instead of silently
+showing unfiltered figures. Only one tag key at a time: the tag rollup keeps each key
+apart, so "tier=gold and region=eu" has no exact figure there.
+
 `team_scope` is not a filter the user picks: it is the signed-in user's team (for a
 team-scoped user), set on the server and never read from the URL, and every query
 applies it on top of the other filters.
@@ -53,6 +60,18 @@ class Filters:
     # a window finer than days (a young ledger's default view): [since, until)
     since: dt.datetime | None = None
     until: dt.datetime | None = None
+    end_users: tuple[str, ...] = ()  # as stored in the ledger
+    tag_key: str | None = None
+    tag_values: tuple[str, ...] = ()  # values of tag_key; empty: the tag filter is off
+
+    @property
+    def tag_filter(self) -> bool:
+        return self.tag_key is not None and bool(self.tag_values)
+
+    @property
+    def attributed(self) -> bool:
+        """An end-user or tag filter is set: only the attribution rollups can honour it."""
+        return bool(self.end_users) or self.tag_filter
 
     @property
     def start_at(self) -> dt.datetime:
@@ -167,6 +186,9 @@ def from_query_params(
         models=names("model"),
         providers=names("provider"),
         endpoints=names("endpoint"),
+        end_users=names("user"),
+        tag_key=str(params.get("tag_key") or "").strip() or None,
+        tag_values=names("tag"),
     )
 
 
@@ -224,4 +246,46 @@ def to_query_params(filters: Filters) -> dict[str, str]:
         values = getattr(filters, field)
         if values:
             out[param] = ",".join(values)
+    if filters.end_users:
+        out["user"] = ",".join(filters.end_users)
+    if filters.tag_filter:
+        out["tag_key"] = str(filters.tag_key)
+        out["tag"] = ",".join(filters.tag_values)
     return out
+
+
+# what a view may honour (`ignored_by`'s `honours`): the names of Filters' fields
+CUBE_FILTERS = frozenset({"apps", "teams", "models", "providers", "endpoints"})
+USER_ROLLUP_FILTERS = frozenset({"apps", "teams", "endpoints", "end_users"})
+SESSION_ROLLUP_FILTERS = frozenset({"apps", "teams", "end_users"})
+TAG_ROLLUP_FILTERS = frozenset({"apps", "teams", "endpoints", "tag"})
+_FILTER_LABELS = {
+    "models": "model",
+    "providers": "provider",
+    "endpoints": "endpoint",
+    "end_users": "end user",
+    "tag": "tag",
+    "apps": "app",
+    "teams": "team",
+}
+
+
+def ignored_by(filters: Filters, honours: frozenset[str]) -> tuple[str, ...]:
+    """The labels of the filters set in `filters` that a view honouring `honours` cannot
+    apply (the team scope is always applied: it is not a filter the user picks)."""
+    out = []
+    for field, label in _FILTER_LABELS.items():
+        active = filters.tag_filter if field == "tag" else bool(getattr(filters, field))
+        if active and field not in honours:
+            out.append(label)
+    return tuple(out)
+
+
+def ignored_note(filters: Filters, honours: frozenset[str], view: str = "this view") -> str | None:
+    """A sentence for a view that cannot apply some of the filters set, or None."""
+    ignored = ignored_by(filters, honours)
+    if not ignored:
+        return None
+    which = " and ".join(ignored)
+    noun = "filters do" if len(ignored) > 1 else "filter does"
+    return f"The {which} {noun} not apply to {view}: it shows every {which}."

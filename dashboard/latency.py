@@ -2,8 +2,9 @@
 
 Percentiles do not add up across days the way the cube's sums do, so the ledger is
 rolled up into histograms of successful requests' latency and TTFT instead: bin =
-floor(ln(1 + ms) × BINS_PER_LN), about 3% wide, and a percentile is interpolated inside
-its bin (as Prometheus' histogram_quantile does). The error stays within a bin's width,
+floor(ln(1 + ms) × BINS_PER_LN), 2.02% wide (e^(1/50) - 1), and a percentile is
+interpolated inside its bin (as Prometheus' histogram_quantile does): it lies in the same
+bin as the exact percentile, so within 2.02% of (1 + the exact value) in ms,
 and closed days' histograms can be stored and summed like the cube (`dashboard.rollup`).
 The SQL that builds them (`dashboard.queries`) reads `BINS_PER_LN` from here, so both
 sides bin alike.
@@ -18,7 +19,9 @@ import pandas as pd
 
 from dashboard.cube import period_start
 
-BINS_PER_LN = 32
+BINS_PER_LN = 50
+# a percentile's largest error, relative to (1 + the exact value in ms): one bin's width
+RELATIVE_ERROR = 0.0203
 HISTOGRAM_COLUMNS = (
     "bucket", "app", "team", "model", "provider", "endpoint", "metric", "bin", "requests"
 )

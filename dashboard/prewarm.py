@@ -51,6 +51,8 @@ MODULES = (
     "dashboard.forecast",
     "dashboard.budget_board",
     "dashboard.routing_editor",
+    "dashboard.customers.economics",
+    "dashboard.customers.tags",
     # the Routing page's reader of the live weights (the control plane's client, the
     # change audit): about half a second of imports on its first visit
     "gateway.control.routing_update",
@@ -70,6 +72,8 @@ def _import_modules() -> None:
 
 def _warm(url: str) -> None:
     from dashboard import queries
+    from dashboard.access.end_users import IdView
+    from dashboard.customers import queries as customer_queries
     from dashboard.filters import fitted_default
 
     _import_modules()
@@ -79,12 +83,16 @@ def _warm(url: str) -> None:
     queries.ledger_is_empty(url)
     queries.holds_seeded(url)
     queries.dimension_values(url, None)  # as the sidebar calls it: the cache keys by the call
+    customer_queries.tag_keys(url)  # the sidebar's tag filter
     both = queries.cube_with_previous(url, f)  # the overview's, where a sign-in lands
     _draw_once(both, f)
     queries.histogram(url, f, f.previous.start_at, f.end_at, per_model=False)
     queries.cube(url, f, dims=queries.SAVINGS_DIMS)
     queries.cube(url, f)  # the other finance pages'
     queries.histogram(url, f)  # latency & errors
+    # the Customers page's first section (the cache is keyed by the filters, not the role)
+    customer_queries.users(url, f, IdView.CLEAR)
+    customer_queries.user_days(url, f, IdView.CLEAR)
 
 
 def _draw_once(both: pd.DataFrame, f: Filters) -> None:

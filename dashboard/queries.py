@@ -43,7 +43,8 @@ SELECT date_trunc(:grain, r.started_at AT TIME ZONE 'UTC') AS bucket,
        coalesce(sum(r.completion_tokens), 0) AS completion_tokens,
        coalesce(sum(r.reasoning_tokens), 0) AS reasoning_tokens,
        count(*) FILTER (
-           WHERE r.actual_cost_usd IS NULL AND r.status IN ('ok', 'cancelled')
+           WHERE r.actual_cost_usd IS NULL
+             AND (r.status IN ('ok', 'cancelled') OR r.usage_source = 'estimated')
        ) AS unknown_cost_requests,
        count(*) FILTER (WHERE r.usage_source = 'estimated') AS estimated_requests,
        sum(r.actual_cost_usd) AS actual_cost_usd,
@@ -102,10 +103,12 @@ def _rollup_cube_sql(table: str, where: str, dims: tuple[str, ...] | None) -> st
 # the histograms the pages read, summed over the dimensions they filter by in SQL but
 # never show (app, team, provider, endpoint: NULL here): per day and model, a few
 # hundred bins, where the rollup keeps one histogram per app, team, provider and endpoint
+# a rollup row holds its group's histogram: `bins[b + 1]` requests in bin b (docs/ROLLUPS.md)
 _ROLLUP_HISTOGRAM_SQL = (
     "SELECT u.bucket, NULL AS app, NULL AS team, {model} AS model, NULL AS provider, "
-    "NULL AS endpoint, u.metric, u.bin, sum(u.requests)::bigint AS requests "
-    "FROM {table} u WHERE {where} GROUP BY u.bucket, {model}, u.metric, u.bin"
+    "NULL AS endpoint, u.metric, e.i::int - 1 AS bin, sum(e.n)::bigint AS requests "
+    "FROM {table} u CROSS JOIN LATERAL unnest(u.bins) WITH ORDINALITY AS e(n, i) "
+    "WHERE {where} AND e.n > 0 GROUP BY u.bucket, {model}, u.metric, e.i"
 )
 
 REQUEST_COLUMNS = (
@@ -223,6 +226,14 @@ def _rollup_histogram(
     return normalize_histogram(_frame(url, sql, params))
 
 
+@st.cache_data(ttl=5, show_spinner=False)
+def data_lag(url: str) -> float | None:
+    """Seconds the data at `url` is behind the primary (None: it is the primary)."""
+    from db.engine import data_lag_s
+
+    return data_lag_s(engine_for(url))
+
+
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
 def cube(
     url: str,
@@ -241,9 +252,9 @@ def cube(
 
 
 # what the overview shows: totals (errors are by status) and series over time
-OVERVIEW_DIMS = ("status",)
+OVERVIEW_DIMS = ("status", "endpoint")  # endpoint: the waterfall's batch discount
 # the savings page: by model and provider, the seeds' monthly table by model
-SAVINGS_DIMS = ("model", "provider", "status")
+SAVINGS_DIMS = ("model", "provider", "status", "endpoint")
 
 
 def cube_with_previous(url: str, filters: Filters) -> pd.DataFrame:

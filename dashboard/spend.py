@@ -140,8 +140,17 @@ def savings_split(cube: pd.DataFrame) -> Savings:
             routing_usd=dsum(cube["routing_savings_usd"]),
             cached_tokens_usd=dsum(cube["cached_savings_usd"]),
             cache_hits_usd=dsum(cube["cache_savings_usd"]),
+            batch_usd=batch_savings(cube),
         )
     )
+
+
+def batch_savings(cube: pd.DataFrame) -> Decimal | None:
+    """list − billed of the batch lines (the `batch` endpoint's rows), for the waterfall's
+    batch-discount step; a cube without the endpoint dimension shows none apart."""
+    if "endpoint" not in cube.columns or cube.empty:
+        return None
+    return dsum(cube.loc[cube["endpoint"] == "batch", "savings_usd"])
 
 
 def comparison_table(cube: pd.DataFrame) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from db.budgets import load_budgets, spent_in_period
 from db.models import BudgetAlert, BudgetLease
-from gateway.domain.budgets import Budget
+from gateway.domain.budgets import Budget, BudgetScope
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,6 +77,10 @@ class SpentCache:
         end: dt.datetime,
         now: dt.datetime,
     ) -> Decimal:
+        if budget.scope is BudgetScope.EACH_USER:
+            # its top spender's whole period, from the daily end-user rollup: a maximum
+            # cannot be split into a kept part and a recent one
+            return spent_in_period(conn, budget.scope, budget.scope_value, start, end)
         cut = (now - self._settle).replace(minute=0, second=0, microsecond=0)
         cut = max(start, min(cut, end))
         key = (budget.scope.value, budget.scope_value, start)
@@ -114,7 +118,8 @@ def budget_figures(
                 select(
                     BudgetLease.budget_id, BudgetLease.period_start, func.sum(BudgetLease.held_usd)
                 )
-                .where(BudgetLease.expires_at > func.now())
+                # an each-user budget's holds are its end users' own: none is the budget's
+                .where(BudgetLease.expires_at > func.now(), BudgetLease.subject == "")
                 .group_by(BudgetLease.budget_id, BudgetLease.period_start)
             )
         }

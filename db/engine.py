@@ -41,6 +41,13 @@ def database_url() -> str:
     return normalize_url(ensure_embedded())
 
 
+def read_database_url() -> str:
+    """Where the ledger's readers go: DATABASE_READ_URL (a streaming replica) if set, else
+    the primary (`database_url()`). Writers, budgets and keys always use the primary."""
+    env = environment().database_read_url_value
+    return normalize_url(env) if env else database_url()
+
+
 def make_engine(url: str | None = None, **kwargs: Any) -> Engine:
     """A SQLAlchemy engine; `pool_pre_ping` so a restarted server costs one retry, not an error."""
     kwargs.setdefault("pool_pre_ping", True)
@@ -59,3 +66,24 @@ def engine_scope(engine_or_url: Engine | str | None = None) -> Iterator[Engine]:
         yield engine
     finally:
         engine.dispose()
+
+
+# seconds the data is behind the primary: NULL on a primary; 0 on a replica that has
+# replayed everything it received (an idle primary sends nothing, which is not lag),
+# else the age of the last transaction it replayed
+DATA_LAG_SQL = """
+SELECT CASE WHEN NOT pg_is_in_recovery() THEN NULL
+            WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+            ELSE greatest(0, extract(epoch FROM now() - pg_last_xact_replay_timestamp()))
+       END
+"""
+
+
+def data_lag_s(engine: Engine) -> float | None:
+    """How far behind the primary the data `engine` reads is, in seconds (None: it is the
+    primary). Pages and the usage API say it when they read a replica."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        lag = conn.execute(text(DATA_LAG_SQL)).scalar_one()
+    return None if lag is None else float(lag)

@@ -17,12 +17,12 @@ import datetime as dt
 import hashlib
 import json
 import logging
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 from db.keys import KeyInfo
+from db.private_files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,9 @@ def decode_keys(data: bytes) -> dict[str, KeyInfo]:
         kw["key_id"] = uuid.UUID(kw["key_id"])
         if kw.get("expires_at") is not None:
             kw["expires_at"] = dt.datetime.fromisoformat(kw["expires_at"])
-        if kw.get("allowed_models") is not None:
-            kw["allowed_models"] = tuple(kw["allowed_models"])
+        for listed in ("allowed_models", "allowed_tag_keys"):  # tuples, as JSON lists
+            if kw.get(listed) is not None:
+                kw[listed] = tuple(kw[listed])
         out[str(digest)] = KeyInfo(**kw)
     return out
 
@@ -77,17 +78,8 @@ class KeyCache:
         digest = hashlib.sha256(data).hexdigest()
         if digest == self._written:
             return
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.fchmod(fd, 0o600)
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)  # readers see the old set or the new, never half
+            write_private(self.path, data)
         except OSError as err:
             # a cache: the keys work without it; only a start during an outage needs it
             log.warning("cannot keep the gateway keys' cache: %s", type(err).__name__)

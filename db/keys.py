@@ -7,7 +7,9 @@ gateway look a presented key up in a dict in O(1) on every request.
 
 A key may carry a scope (the models and aliases it may name, its largest `n` and
 output-token cap, an expiry) and may be an admin key; the gateway enforces them
-(`gateway.replica.key_scope`), this module only stores them.
+(`gateway.replica.key_scope`), this module only stores them. Likewise its attribution
+part: default tags every request carries, the only tag keys a request may set itself,
+and rate limits per end user (docs/ATTRIBUTION.md).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import datetime as dt
 import hashlib
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Engine, Select, select, update
@@ -26,6 +28,13 @@ from sqlalchemy.orm import Session
 
 from db.engine import engine_scope
 from db.models import ApiKey, App, Team
+from gateway.attribution.inputs import (
+    MAX_TAG_KEY_CHARS,
+    MAX_TAGS,
+    AttributionError,
+    check_tag,
+    check_text,
+)
 
 KEY_PREFIX = "cg-"
 SHOWN_PREFIX_LEN = len(KEY_PREFIX) + 6  # enough to tell keys apart in a listing
@@ -49,6 +58,10 @@ class KeyInfo:
     is_admin: bool = False
     rpm_limit: int | None = None  # requests per minute across every replica
     tpm_limit: int | None = None  # tokens (prompt + output) per minute
+    default_tags: dict[str, str] | None = None  # tags every request of the key carries
+    allowed_tag_keys: tuple[str, ...] | None = None  # None: a request may set any tag key
+    user_rpm_limit: int | None = None  # per end user of the key, across every replica
+    user_tpm_limit: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -66,6 +79,10 @@ class KeyListing:
     is_admin: bool = False
     rpm_limit: int | None = None
     tpm_limit: int | None = None
+    default_tags: dict[str, str] | None = None
+    allowed_tag_keys: tuple[str, ...] | None = None
+    user_rpm_limit: int | None = None
+    user_tpm_limit: int | None = None
 
 
 def generate_key() -> str:
@@ -87,6 +104,11 @@ def _upsert_named(session: Session, model: type[Team] | type[App], name: str) ->
     return session.execute(stmt).scalar_one()
 
 
+# the apps the gateway bills without a key of their own: a key of either would share
+# their budgets, limits and ledger rows (gateway.replica.auth STATIC_APP, ANONYMOUS_APP)
+RESERVED_APPS = frozenset({"default", "anonymous"})
+
+
 def create_key(
     engine_or_url: Engine | str | None,
     app: str,
@@ -99,17 +121,29 @@ def create_key(
     is_admin: bool = False,
     rpm_limit: int | None = None,
     tpm_limit: int | None = None,
+    default_tags: Mapping[str, str] | None = None,
+    allowed_tag_keys: Sequence[str] | None = None,
+    user_rpm_limit: int | None = None,
+    user_tpm_limit: int | None = None,
 ) -> tuple[str, KeyListing]:
     """Create a key for `app` (created if new; moved to `team` when one is given).
 
-    The scope arguments left at None leave the key unlimited in that respect. Returns the
-    key itself, which is not stored anywhere, and its listing.
+    The scope arguments left at None leave the key unlimited in that respect;
+    `allowed_tag_keys=[]` lets a request set no tag of its own (the default tags still
+    apply). Returns the key itself, which is not stored anywhere, and its listing.
     """
     if not app.strip():
         raise ValueError("an app name is required")
+    if app.strip() in RESERVED_APPS:
+        raise ValueError(f"{app.strip()!r} is reserved (the static keys' and keyless requests' "
+                         "app): choose another app name")  # fmt: skip
     models = None if allowed_models is None else _model_names(allowed_models)
+    tags = None if default_tags is None else _default_tags(default_tags)
+    tag_keys = None if allowed_tag_keys is None else _tag_keys(allowed_tag_keys)
     caps = (("max_n", max_n), ("max_output_tokens", max_output_tokens))
-    for name, cap in (*caps, ("rpm_limit", rpm_limit), ("tpm_limit", tpm_limit)):
+    limits = (("rpm_limit", rpm_limit), ("tpm_limit", tpm_limit))
+    per_user = (("user_rpm_limit", user_rpm_limit), ("user_tpm_limit", user_tpm_limit))
+    for name, cap in (*caps, *limits, *per_user):
         if cap is not None and cap < 1:
             raise ValueError(f"{name} must be at least 1 (got {cap})")
     if expires_at is not None and expires_at.tzinfo is None:
@@ -135,6 +169,10 @@ def create_key(
                     is_admin=is_admin,
                     rpm_limit=rpm_limit,
                     tpm_limit=tpm_limit,
+                    default_tags=tags,
+                    allowed_tag_keys=tag_keys,
+                    user_rpm_limit=user_rpm_limit,
+                    user_tpm_limit=user_tpm_limit,
                 )
             )
         return key, _listing(engine, key_id)
@@ -150,56 +188,75 @@ def _model_names(names: Sequence[str]) -> list[str]:
     return out
 
 
+def _default_tags(tags: Mapping[str, str]) -> dict[str, str] | None:
+    """The request path's own bounds (`gateway.attribution.inputs`): a default tag that
+    no request could carry would make every request of the key fail. Empty: none."""
+    if not isinstance(tags, Mapping):
+        raise TypeError("default_tags is a mapping of tag keys to values")
+    if len(tags) > MAX_TAGS:
+        raise ValueError(f"at most {MAX_TAGS} default tags (got {len(tags)})")
+    try:
+        checked = dict(check_tag(k, v, "default tag") for k, v in tags.items())
+    except AttributionError as err:
+        raise ValueError(err.message) from None
+    return checked or None
+
+
+def _tag_keys(keys: Sequence[str]) -> list[str]:
+    """De-duplicated, in the order given; an empty list is a key whose requests set no tag."""
+    if isinstance(keys, str):  # one key name is not a list of its characters
+        raise TypeError("allowed_tag_keys is a list of tag keys, not one string")
+    try:
+        out = list(dict.fromkeys(check_text(k, "allowed tag key", MAX_TAG_KEY_CHARS) for k in keys))
+    except AttributionError as err:
+        raise ValueError(err.message) from None
+    if len(out) > MAX_TAGS:
+        raise ValueError(f"at most {MAX_TAGS} allowed tag keys (got {len(out)})")
+    return out
+
+
 def _listing(engine: Engine, key_id: uuid.UUID) -> KeyListing:
     with engine.connect() as conn:
         return _as_listing(conn.execute(_listing_query().where(ApiKey.id == key_id)).one())
 
 
 # columns in KeyListing's order (the team is NULL for an app without one)
-_Listing = Select[
-    uuid.UUID,
-    str,
-    str,
-    str,
-    dt.datetime,
-    dt.datetime | None,
-    list[str] | None,
-    int | None,
-    int | None,
-    dt.datetime | None,
-    bool,
-    int | None,
-    int | None,
-]
+_LISTING_COLUMNS = (
+    ApiKey.id,
+    App.name,
+    Team.name,
+    ApiKey.prefix,
+    ApiKey.created_at,
+    ApiKey.revoked_at,
+    ApiKey.allowed_models,
+    ApiKey.max_n,
+    ApiKey.max_output_tokens,
+    ApiKey.expires_at,
+    ApiKey.is_admin,
+    ApiKey.rpm_limit,
+    ApiKey.tpm_limit,
+    ApiKey.default_tags,
+    ApiKey.allowed_tag_keys,
+    ApiKey.user_rpm_limit,
+    ApiKey.user_tpm_limit,
+)
 
 
-def _listing_query() -> _Listing:
-    query: _Listing = (
-        select(
-            ApiKey.id,
-            App.name,
-            Team.name,
-            ApiKey.prefix,
-            ApiKey.created_at,
-            ApiKey.revoked_at,
-            ApiKey.allowed_models,
-            ApiKey.max_n,
-            ApiKey.max_output_tokens,
-            ApiKey.expires_at,
-            ApiKey.is_admin,
-            ApiKey.rpm_limit,
-            ApiKey.tpm_limit,
-        )
+def _listing_query() -> Select[*tuple[Any, ...]]:
+    return (
+        select(*_LISTING_COLUMNS)
         .join(App, ApiKey.app_id == App.id)
         .outerjoin(Team, App.team_id == Team.id)
     )
-    return query
 
 
 def _as_listing(row: Any) -> KeyListing:
-    key_id, app, team, prefix, created, revoked, models, max_n, max_out, expires, admin = row[:11]
-    scope = (_models(models), max_n, max_out, expires, bool(admin), row[11], row[12])
-    return KeyListing(key_id, app, team, prefix, created, revoked, *scope)
+    (key_id, app, team, prefix, created, revoked, models, max_n, max_out, expires, admin,
+     rpm, tpm, tags, tag_keys, user_rpm, user_tpm) = row  # fmt: skip
+    return KeyListing(
+        key_id, app, team, prefix, created, revoked, _models(models), max_n, max_out, expires,
+        bool(admin), rpm, tpm, tags or None, _models(tag_keys), user_rpm, user_tpm,
+    )  # fmt: skip
 
 
 def _models(stored: list[str] | None) -> tuple[str, ...] | None:
@@ -245,26 +302,30 @@ def load_active_keys(engine_or_url: Engine | str | None = None) -> dict[str, Key
     """hash -> who the key belongs to and its scope, for every key not revoked (the
     gateway's auth table). Expired keys are in it: the gateway tells their holders so."""
     query = (
-        select(
-            ApiKey.key_hash,
-            ApiKey.id,
-            App.name,
-            Team.name,
-            ApiKey.allowed_models,
-            ApiKey.max_n,
-            ApiKey.max_output_tokens,
-            ApiKey.expires_at,
-            ApiKey.is_admin,
-            ApiKey.rpm_limit,
-            ApiKey.tpm_limit,
-        )
+        select(ApiKey.key_hash, *_LISTING_COLUMNS)
         .join(App, ApiKey.app_id == App.id)
         .outerjoin(Team, App.team_id == Team.id)
         .where(ApiKey.revoked_at.is_(None))
     )
     with engine_scope(engine_or_url) as engine, engine.connect() as conn:
         rows = conn.execute(query).all()
-    return {
-        h: KeyInfo(i, a, t, _models(models), max_n, max_out, expires, bool(admin), rpm, tpm)
-        for h, i, a, t, models, max_n, max_out, expires, admin, rpm, tpm in rows
-    }
+    return {row[0]: _as_info(_as_listing(row[1:])) for row in rows}
+
+
+def _as_info(k: KeyListing) -> KeyInfo:
+    return KeyInfo(
+        k.key_id,
+        k.app,
+        k.team,
+        allowed_models=k.allowed_models,
+        max_n=k.max_n,
+        max_output_tokens=k.max_output_tokens,
+        expires_at=k.expires_at,
+        is_admin=k.is_admin,
+        rpm_limit=k.rpm_limit,
+        tpm_limit=k.tpm_limit,
+        default_tags=k.default_tags,
+        allowed_tag_keys=k.allowed_tag_keys,
+        user_rpm_limit=k.user_rpm_limit,
+        user_tpm_limit=k.user_tpm_limit,
+    )

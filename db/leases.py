@@ -21,10 +21,10 @@ import dataclasses
 import datetime as dt
 from decimal import Decimal
 
-from sqlalchemy import Connection, Engine, and_, func, select, text, update
+from sqlalchemy import Connection, Engine, and_, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from db.budgets import load_budgets, scope_filter
+from db.budgets import EndUserSpend, end_user_spend, load_budgets, rollup_spent, scope_filter
 from db.models import BudgetLease, BudgetRow, LimitBucket, UsageRow
 from gateway.domain.budgets import Budget, BudgetScope
 
@@ -55,18 +55,34 @@ def ledger_spent(
     scope_value: str,
     start: dt.datetime,
     end: dt.datetime,
+    subject: str = "",
 ) -> tuple[Decimal, Decimal]:
-    """(the ledger's total for the scope and period, the part of it that started before
-    the period's first lease). Read before the budget's lock is taken: the ledger lags
-    anyway, and its scan must not hold the lock that every replica's sync waits for."""
+    """(the ledger's total for the scope (and subject) and period, the part of it that
+    started before the period's first lease). Read before the budget's lock is taken: the
+    ledger lags anyway, and its scan must not hold the lock that every replica's sync
+    waits for.
+
+    Each-user and tag budgets read whole days before the first lease's day (or before
+    today, with no lease yet) from their daily rollup, and only the rest from raw rows: a
+    month of a popular tag is a few rollup rows, not a scan. Every row of those days
+    started before the first lease, so they count in both figures."""
     first = conn.execute(
         select(func.min(BudgetLease.created_at)).where(
-            BudgetLease.budget_id == budget_id, BudgetLease.period_start == start
+            BudgetLease.budget_id == budget_id,
+            BudgetLease.period_start == start,
+            BudgetLease.subject == subject,
         )
     ).scalar_one()
+    split = _day(first if first is not None else dt.datetime.now(dt.UTC))
+    split = min(max(split, start), end)
+    rolled = rollup_spent(conn, scope, scope_value, subject, start, split)
+    if rolled is None:  # a scope without a daily rollup: every row raw, as before
+        rolled, split = ZERO, start
     cost = UsageRow.actual_cost_usd
     in_period = and_(
-        scope_filter(scope, scope_value), UsageRow.started_at >= start, UsageRow.started_at < end
+        scope_filter(scope, scope_value, subject or None),
+        UsageRow.started_at >= split,
+        UsageRow.started_at < end,
     )
     before_first = UsageRow.started_at < first if first is not None else text("true")
     total, baseline = conn.execute(
@@ -75,7 +91,12 @@ def ledger_spent(
             func.coalesce(func.sum(cost).filter(before_first), 0),
         ).where(in_period)
     ).one()
-    return Decimal(total or 0), Decimal(baseline or 0)
+    return rolled + Decimal(total or 0), rolled + Decimal(baseline or 0)
+
+
+def _day(at: dt.datetime) -> dt.datetime:
+    utc = at.astimezone(dt.UTC)
+    return dt.datetime(utc.year, utc.month, utc.day, tzinfo=dt.UTC)
 
 
 def period_spent(
@@ -86,6 +107,7 @@ def period_spent(
     start: dt.datetime,
     end: dt.datetime,
     ledger: tuple[Decimal, Decimal] | None = None,
+    subject: str = "",
 ) -> tuple[Decimal, Decimal, Decimal, int]:
     """(spent, reserved by live holders, settled counted by holders, live holders).
 
@@ -101,10 +123,16 @@ def period_spent(
                 func.sum(BudgetLease.held_usd).filter(BudgetLease.expires_at > func.now()), 0
             ),
             func.count().filter(BudgetLease.expires_at > func.now()),
-        ).where(BudgetLease.budget_id == budget_id, BudgetLease.period_start == start)
+        ).where(
+            BudgetLease.budget_id == budget_id,
+            BudgetLease.period_start == start,
+            BudgetLease.subject == subject,
+        )
     ).one()
     settled, reserved, live = Decimal(leases[0]), Decimal(leases[1]), leases[2]
-    total, baseline = ledger or ledger_spent(conn, budget_id, scope, scope_value, start, end)
+    total, baseline = ledger or ledger_spent(
+        conn, budget_id, scope, scope_value, start, end, subject
+    )
     spent = max(total, baseline + settled)
     return spent, reserved, settled, int(live)
 
@@ -123,8 +151,10 @@ def sync_budget_lease(
     min_free_usd: Decimal = ZERO,
     ttl_s: float,
     ledger: tuple[Decimal, Decimal] | None = None,
+    subject: str = "",
 ) -> BudgetLeaseState | None:
-    """One holder's sync of one budget period, under the budget row's lock.
+    """One holder's sync of one budget period (of one end user, `subject`, for an
+    each-user budget: each has the whole limit), under the budget row's lock.
 
     The holder reports what it settled since its last sync (`settled_delta`: it leaves
     the hold and counts as spent at once, before the ledger has it) and what it puts
@@ -142,7 +172,7 @@ def sync_budget_lease(
         return None
     scope, value = BudgetScope(found[0]), found[1]
     if ledger is None:  # a caller syncing several budgets reads every ledger figure first
-        ledger = ledger_spent(conn, budget_id, scope, value, start, end)
+        ledger = ledger_spent(conn, budget_id, scope, value, start, end, subject)
     # from here on under the budget's lock: a few short statements
     limit = conn.execute(
         select(BudgetRow.limit_usd).where(BudgetRow.id == budget_id).with_for_update()
@@ -153,6 +183,7 @@ def sync_budget_lease(
     key = (
         BudgetLease.budget_id == budget_id,
         BudgetLease.period_start == start,
+        BudgetLease.subject == subject,
         BudgetLease.holder == holder,
     )
     row = conn.execute(
@@ -168,13 +199,14 @@ def sync_budget_lease(
         .values(
             budget_id=budget_id,
             period_start=start,
+            subject=subject,
             holder=holder,
             held_usd=held,
             settled_usd=settled_delta,
             expires_at=expires,
         )
         .on_conflict_do_update(
-            index_elements=["budget_id", "period_start", "holder"],
+            index_elements=["budget_id", "period_start", "subject", "holder"],
             set_={
                 "held_usd": held,
                 "settled_usd": BudgetLease.settled_usd + settled_delta,
@@ -182,7 +214,9 @@ def sync_budget_lease(
             },
         )
     )
-    spent, reserved, _, live = period_spent(conn, budget_id, scope, value, start, end, ledger)
+    spent, reserved, _, live = period_spent(
+        conn, budget_id, scope, value, start, end, ledger, subject
+    )
     free = limit - spent - reserved  # `reserved` holds this holder's new hold already
     fair = free / max(1, live)
     grant = max(ZERO, min(want_free_usd, max(fair, min_free_usd), free))
@@ -228,27 +262,57 @@ def take_from_bucket(
     return BucketState(granted, level, capacity)
 
 
+# a lease that lapsed this long ago belongs to a period that has ended (none is longer
+# than 31 days): nothing reads it any more
+PRUNE_AFTER = dt.timedelta(days=32)
+
+
+def prune_leases(conn: Connection) -> int:
+    """Drop leases of ended periods (an each-user budget leaves a row per end user and
+    holder each period); returns how many."""
+    done = conn.execute(
+        delete(BudgetLease).where(BudgetLease.expires_at < func.now() - PRUNE_AFTER)
+    )
+    return int(done.rowcount or 0)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class BudgetStatus:
-    """A budget's current period, as `costgate budgets list` and the dashboard show it."""
+    """A budget's current period, as `costgate budgets list` and the dashboard show it.
+    An each-user budget's figures are its top spender's (every end user has the whole
+    limit), and `end_users` says how many spent and reached it."""
 
     budget: Budget
     period_start: dt.datetime
     period_end: dt.datetime
     spent_usd: Decimal
     reserved_usd: Decimal  # held by live replicas (what is in flight and their free slices)
+    end_users: EndUserSpend | None = None
 
     @property
     def remaining_usd(self) -> Decimal:
         return max(ZERO, self.budget.limit_usd - self.spent_usd - self.reserved_usd)
 
 
-def budget_statuses(engine: Engine, now: dt.datetime | None = None) -> list[BudgetStatus]:
+def budget_statuses(
+    engine: Engine, now: dt.datetime | None = None, top: int = 5
+) -> list[BudgetStatus]:
+    """Every budget's current period (`top`: the top spenders kept of each-user ones)."""
     at = now or dt.datetime.now(dt.UTC)
     out = []
     with engine.connect() as conn:
         for b in load_budgets(conn):
             start, end = b.window(at)
+            if b.scope is BudgetScope.EACH_USER:
+                users = end_user_spend(conn, b, start, end, top)
+                leader = users.top[0][0] if users.top else None
+                spent, reserved = ZERO, ZERO
+                if leader is not None:  # the top spender as its replicas see it
+                    spent, reserved, _, _ = period_spent(
+                        conn, b.id, b.scope, b.scope_value, start, end, subject=leader
+                    )
+                out.append(BudgetStatus(b, start, end, spent, reserved, users))
+                continue
             spent, reserved, _, _ = period_spent(conn, b.id, b.scope, b.scope_value, start, end)
             out.append(BudgetStatus(b, start, end, spent, reserved))
     return out

@@ -7,13 +7,10 @@ contract: the record writer, the dashboard's SQL and the routing audit use them.
 Money is NUMERIC (`Money`: 10 decimal places, see `gateway.domain.pricing` for the rounding),
 never float. Timestamps are timestamptz in UTC.
 
-`usage_records.price_version_id` is deliberately *not* a foreign key: a record is a
-fact about a bill that already happened, and the writer must accept it even when the
-price sync has not run against this database (a restored dump, a config changed between
-`up` and the write). Price version ids are deterministic (uuid5 of their content, see
-`gateway.domain.pricing`), so the sync inserts the very ids the gateway stamps and a LEFT JOIN
-matches. Likewise `usage_records.app`/`team`/`key_id` are plain values, not foreign keys:
-the `anonymous` app and static bootstrap keys have no rows in `apps`/`api_keys`.
+`usage_records.price_version_id` is not a foreign key: a record is a fact about a bill
+that already happened, written even before the price sync ran (ids are deterministic,
+uuid5 of their content). Nor are `app`/`team`/`key_id`: the `anonymous` app and static
+keys have no rows in `apps`/`api_keys`.
 """
 
 from __future__ import annotations
@@ -47,6 +44,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 # Per-record amounts and per-1M-token prices. 10 places hold a single token's cost
 # exactly at any realistic price; 20 digits leave 10 for whole units (billions).
 Money = Numeric(20, 10)
+NullableJSONB = JSONB(none_as_null=True)  # None as SQL NULL, not JSON 'null'
+_NO_PATH, _NO_TIERS = text("'{}'::text[]"), text("'[]'::jsonb")
 
 # Explicit constraint names keep migrations and autogenerate comparisons stable.
 NAMING_CONVENTION = {
@@ -61,7 +60,7 @@ NAMING_CONVENTION = {
 REQUEST_STATUSES = ("ok", "client_error", "upstream_error", "cancelled")
 USAGE_SOURCES = ("provider", "estimated", "missing")
 # Kept in step with gateway.domain.endpoints.Endpoint (a test checks).
-ENDPOINTS = ("chat.completions", "completions", "embeddings", "responses", "messages")
+ENDPOINTS = ("chat.completions", "completions", "embeddings", "responses", "messages", "batch")
 # a routing change: sent and not yet settled, live everywhere, refused, or not confirmed
 ROUTING_STATUSES = ("pending", "applied", "failed", "timed_out")
 
@@ -83,8 +82,9 @@ class UsageRow(Base):
 
     __tablename__ = "usage_records"
 
+    # partitioned by week (0015, db/partitions): the key must hold the partition key
     request_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
-    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
     ended_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
     app: Mapped[str] = mapped_column(Text)
     team: Mapped[str | None] = mapped_column(Text)
@@ -106,9 +106,7 @@ class UsageRow(Base):
     ttft_ms: Mapped[int | None] = mapped_column(Integer)
     upstream_latency_ms: Mapped[int | None] = mapped_column(Integer)
     attempts: Mapped[int] = mapped_column(Integer)
-    fallback_path: Mapped[list[str]] = mapped_column(
-        ARRAY(Text), server_default=text("'{}'::text[]")
-    )
+    fallback_path: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=_NO_PATH)
     routing_policy: Mapped[str | None] = mapped_column(Text)
     price_version_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     billing_currency: Mapped[str | None] = mapped_column(Text)
@@ -117,33 +115,43 @@ class UsageRow(Base):
     list_cost_usd: Mapped[Decimal | None] = mapped_column(Money)
     baseline_model: Mapped[str | None] = mapped_column(Text)
     baseline_cost_usd: Mapped[Decimal | None] = mapped_column(Money)
-    # the API the app called; rows written before it existed were chat completions
     endpoint: Mapped[str] = mapped_column(Text, server_default=text("'chat.completions'"))
     cache_write_tokens: Mapped[int | None] = mapped_column(Integer)
     # answered from the response cache (actual cost 0); prompt tokens trimming dropped
     cache_hit: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     trimmed_tokens: Mapped[int | None] = mapped_column(Integer)
+    end_user: Mapped[str | None] = mapped_column(Text)  # plain, HMAC or tombstone
+    session_id: Mapped[str | None] = mapped_column(Text)
+    tags: Mapped[dict[str, str] | None] = mapped_column(NullableJSONB)
+    # quality signals (gateway.quality.signals; None: not applicable), the A/B arm it served
+    finish_reason: Mapped[str | None] = mapped_column(Text)
+    refusal: Mapped[bool | None] = mapped_column(Boolean)
+    json_valid: Mapped[bool | None] = mapped_column(Boolean)
+    tool_args_valid: Mapped[bool | None] = mapped_column(Boolean)
+    experiment: Mapped[str | None] = mapped_column(Text)
+    variant: Mapped[str | None] = mapped_column(Text)
+    # the tier the provider served (None: standard), web searches, their fees (in actual_cost)
+    service_tier: Mapped[str | None] = mapped_column(Text)
+    web_search_calls: Mapped[int | None] = mapped_column(Integer)
+    tool_fee_cost: Mapped[Decimal | None] = mapped_column(Money)
 
     __table_args__ = (
         CheckConstraint(_in("status", REQUEST_STATUSES), name="status"),
         CheckConstraint(_in("usage_source", USAGE_SOURCES), name="usage_source"),
         CheckConstraint(_in("endpoint", ENDPOINTS), name="endpoint"),
+        # time ranges and app budgets; model/provider slices are the rollups' (docs/ROLLUPS.md)
         Index("ix_usage_records_started_at", "started_at"),
         Index("ix_usage_records_app_started_at", "app", "started_at"),
-        Index("ix_usage_records_model_started_at", "model", "started_at"),
-        Index("ix_usage_records_provider_started_at", "provider", "started_at"),
+        Index("ix_usage_records_end_user_started_at", "end_user", "started_at",  # budgets, erasure
+              postgresql_where=text("end_user IS NOT NULL")),  # fmt: skip
+        {"postgresql_partition_by": "RANGE (started_at)"},
     )
 
 
 class PriceVersion(Base):
-    """Everything needed to price a request on one (provider, model), as of a date.
-
-    List prices are USD per 1M tokens. The billed prices are what the provider charges,
-    per 1M tokens in `billing_currency`, already resolved from its billing rule (list ×
-    multiplier, or its own price table), with the FX rate in force: a record plus its
-    price version re-prices exactly. Tiers are JSON lists of
-    {"above_prompt_tokens", "input", "cached_input", "output"} with decimal strings.
-    """
+    """Everything needed to price a request on one (provider, model), as of a date. List
+    prices: USD per 1M tokens; billed: per 1M in `billing_currency`, resolved from the
+    billing rule and FX in force. Tiers: [{"above_prompt_tokens", "input", ...}] strings."""
 
     __tablename__ = "price_versions"
 
@@ -157,9 +165,7 @@ class PriceVersion(Base):
     list_cache_write: Mapped[Decimal | None] = mapped_column(Money)
     list_output: Mapped[Decimal] = mapped_column(Money)
     list_reasoning: Mapped[Decimal | None] = mapped_column(Money)
-    list_tiers: Mapped[list[dict[str, Any]]] = mapped_column(
-        JSONB, server_default=text("'[]'::jsonb")
-    )
+    list_tiers: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default=_NO_TIERS)
     billing_rule: Mapped[str] = mapped_column(Text)  # "multiplier" | "price_table"
     billing_currency: Mapped[str] = mapped_column(Text)
     fx_per_usd: Mapped[Decimal] = mapped_column(Money)
@@ -169,9 +175,9 @@ class PriceVersion(Base):
     billed_cache_write: Mapped[Decimal | None] = mapped_column(Money)
     billed_output: Mapped[Decimal] = mapped_column(Money)
     billed_reasoning: Mapped[Decimal | None] = mapped_column(Money)
-    billed_tiers: Mapped[list[dict[str, Any]]] = mapped_column(
-        JSONB, server_default=text("'[]'::jsonb")
-    )
+    billed_tiers: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default=_NO_TIERS)
+    list_extras: Mapped[dict[str, Any] | None] = mapped_column(NullableJSONB)
+    billed_extras: Mapped[dict[str, Any] | None] = mapped_column(NullableJSONB)
     created_at: Mapped[dt.datetime] = _now()
 
     __table_args__ = (
@@ -233,6 +239,10 @@ class ApiKey(Base):
     # requests and tokens per minute across every replica (NULL: no limit)
     rpm_limit: Mapped[int | None] = mapped_column(Integer)
     tpm_limit: Mapped[int | None] = mapped_column(Integer)
+    default_tags: Mapped[dict[str, str] | None] = mapped_column(NullableJSONB)  # per request
+    allowed_tag_keys: Mapped[list[str] | None] = mapped_column(NullableJSONB)  # NULL: any
+    user_rpm_limit: Mapped[int | None] = mapped_column(Integer)
+    user_tpm_limit: Mapped[int | None] = mapped_column(Integer)
 
 
 class RoutingChange(Base):
@@ -261,7 +271,7 @@ class RoutingChange(Base):
 
 
 # Kept in step with gateway.domain.budgets.BudgetScope / BudgetPeriod (a test checks).
-BUDGET_SCOPES = ("app", "team", "key", "all")
+BUDGET_SCOPES = ("app", "team", "key", "all", "each_user", "tag")
 BUDGET_PERIODS = ("day", "week", "month")
 
 
@@ -333,6 +343,8 @@ class BudgetLease(Base):
         ForeignKey("budgets.id", ondelete="CASCADE"), primary_key=True
     )
     period_start: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    # "" for the whole scope; an each-user budget: the end user (as stored)
+    subject: Mapped[str] = mapped_column(Text, primary_key=True, server_default=text("''"))
     holder: Mapped[str] = mapped_column(Text, primary_key=True)
     held_usd: Mapped[Decimal] = mapped_column(Money, server_default=text("0"))
     settled_usd: Mapped[Decimal] = mapped_column(Money, server_default=text("0"))
@@ -385,3 +397,4 @@ class InvoiceLine(Base):
     imported_at: Mapped[dt.datetime] = _now()
 
     __table_args__ = (Index("ix_invoice_lines_provider_day", "provider", "day"),)
+

@@ -56,6 +56,8 @@ def price_version_row(v: PriceVersion) -> dict[str, Any]:
         "billed_output": br.output,
         "billed_reasoning": br.reasoning,
         "billed_tiers": br.tiers_json(),
+        "list_extras": lr.extras_json(),
+        "billed_extras": br.extras_json(),
     }
 
 

@@ -3,7 +3,8 @@
 What a browser session remembers about its user (`SessionUser`, in Streamlit's session
 state) is never taken on trust: each check asks the session store whether the session
 is still open, and reads the user's role and team from the configured users, so a
-revoked session, a removed user or a changed role takes effect on the next click, and a
+revoked session, a removed user, a changed password or a changed role takes effect on the
+next click, and a
 session state altered to claim another role gains nothing.
 """
 
@@ -23,6 +24,7 @@ WHAT = {
     Permission.ROUTING_EDIT: "change routing",
     Permission.BUDGETS_VIEW: "see budgets",
     Permission.BUDGETS_EDIT: "change budgets",
+    Permission.CUSTOMERS: "see spend per end user",
 }
 
 
@@ -33,11 +35,12 @@ class PermissionDenied(Exception):
 def refresh(
     user: SessionUser, users: Mapping[str, User], store: SessionStore
 ) -> SessionUser | None:
-    """`user` as configured now, if the session is still open and the user still exists."""
-    if not store.is_live(user.session_id, user.name):
-        return None
+    """`user` as configured now, if the session is still open, the user still exists and
+    their password is the one the session was opened with."""
     configured = users.get(user.name)
     if configured is None:
+        return None
+    if not store.is_live(user.session_id, user.name, credential=configured.password_hash):
         return None
     return SessionUser(configured.name, configured.role, configured.team, user.session_id)
 

@@ -8,7 +8,9 @@ HMAC-SHA256 under the dashboard secret. A cookie counts only while its signature
 it has not expired, and its session record still exists with the same name and expiry:
 signing out deletes the record, so a copied cookie stops working at once, in every
 dashboard process that shares the state dir. Nothing is trusted from the cookie alone; a
-lost state dir signs everybody out rather than in.
+lost state dir signs everybody out rather than in. The record is bound to the user's
+password as configured at sign-in (an HMAC of its hash under the secret, never the hash):
+a changed password ends every session opened with the old one.
 
 The secret is `COSTGATE_DASHBOARD_SECRET` (32 characters or more) or, unset, 32 random
 bytes made once into `$COSTGATE_STATE_DIR/dashboard-secret` (mode 600, refused if others
@@ -99,8 +101,13 @@ class SessionStore:
     def _record(self, session_id: str) -> Path:
         return self.folder / f"{hashlib.sha256(session_id.encode()).hexdigest()}.json"
 
-    def open(self, name: str) -> OpenedSession:
-        """A new session for `name`, recorded; its cookie value for the browser."""
+    def _binding(self, credential: str) -> str:
+        return hmac.new(self._secret, b"credential|" + credential.encode(),
+                        hashlib.sha256).hexdigest()  # fmt: skip
+
+    def open(self, name: str, credential: str) -> OpenedSession:
+        """A new session for `name`, bound to `credential` (the user's configured password
+        hash), recorded; its cookie value for the browser."""
         self._prune()
         session_id = secrets.token_urlsafe(32)
         expires = int(self._clock() + self.ttl_s)
@@ -111,7 +118,8 @@ class SessionStore:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as out:
-                json.dump({"name": name, "expires": expires}, out)
+                json.dump({"name": name, "expires": expires,
+                           "bound": self._binding(credential)}, out)  # fmt: skip
             tmp.replace(path)
         except OSError as err:
             raise SessionConfigError(
@@ -138,8 +146,15 @@ class SessionStore:
             return None
         return name, session_id
 
-    def is_live(self, session_id: str, name: str, expires: int | None = None) -> bool:
-        """The session is recorded for `name` (with `expires`, when given) and unexpired."""
+    def is_live(
+        self,
+        session_id: str,
+        name: str,
+        expires: int | None = None,
+        credential: str | None = None,
+    ) -> bool:
+        """The session is recorded for `name` (with `expires`, and bound to `credential`,
+        when given) and unexpired."""
         if not session_id:
             return False
         path = self._record(session_id)
@@ -150,6 +165,11 @@ class SessionStore:
         if not isinstance(record, dict) or record.get("name") != name:
             return False
         if expires is not None and record.get("expires") != expires:
+            return False
+        bound = record.get("bound")
+        if credential is not None and not (
+            isinstance(bound, str) and hmac.compare_digest(bound, self._binding(credential))
+        ):
             return False
         if not isinstance(record.get("expires"), int) or record["expires"] <= self._clock():
             with contextlib.suppress(OSError):

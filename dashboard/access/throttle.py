@@ -1,14 +1,20 @@
-"""Failed sign-ins slow the next ones down, per name and per client address.
+"""Failed sign-ins slow the next ones down, per name from a client, and per client.
 
-After `free` failures in a row, every further failure locks that name (or address) for
-`base_s` seconds, doubling each time up to `max_s`; while locked, a sign-in is refused
-before its password is even checked, so guessing gains nothing from trying faster. A
-success forgets the name's failures but not the address's (one valid account must not
+After `free` failures in a row, every further failure locks that name from that client
+address (or, past more failures, that address for every name) for `base_s` seconds,
+doubling each time up to `max_s`; while locked, a sign-in is refused before its password
+is even checked, so guessing gains nothing from trying faster. A success forgets the
+name's failures from that address but not the address's (one valid account must not
 reset a guesser's count against the others), and failures are forgotten after
-`forget_s` without one.
+`forget_s` without one. Nothing a client does locks out a name on another client, or
+another client: the lock is never the name's alone.
 
-Addresses allow more failures than names, because people behind one proxy or NAT share
-one. An IPv6 client counts by its /64, which one host can fill with addresses.
+The client address is the connection's, or, when the connection comes from a proxy
+named in COSTGATE_DASHBOARD_TRUSTED_PROXIES, the last address in X-Forwarded-For that no
+trusted proxy added (`client_address`): behind an ingress every connection is the
+ingress's, and keying on it would let one guesser lock out everyone. Addresses allow more
+failures than a name from one, because people behind one NAT share one. An IPv6 client
+counts by its /64, which one host can fill with addresses.
 
 The state lives in this process: each dashboard replica throttles on its own, so with N
 replicas behind a balancer a guesser gets up to N times the attempts. That is the
@@ -36,6 +42,48 @@ class _Failures:
     count: int = 0
     last_at: float = 0.0
     locked_until: float = 0.0
+
+
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
+
+def trusted_networks(text: str) -> Networks:
+    """COSTGATE_DASHBOARD_TRUSTED_PROXIES: addresses or CIDRs, comma-separated (a bad one
+    raises ValueError naming it)."""
+    found = []
+    for part in (p.strip() for p in text.split(",")):
+        if part:
+            try:
+                found.append(ipaddress.ip_network(part, strict=False))
+            except ValueError:
+                raise ValueError(f"not an address or CIDR: {part[:60]!r}") from None
+    return tuple(found)
+
+
+def _trusted(ip: str, trusted: Networks) -> bool:
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return False
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return any(addr in net for net in trusted)
+
+
+def client_address(peer: str | None, forwarded_for: str | None, trusted: Networks) -> str | None:
+    """The client behind the trusted proxies: walking X-Forwarded-For from the right, the
+    first address a trusted proxy did not add. A peer that is not a trusted proxy is the
+    client itself, whatever header it sends. No address (a local connection, or a test
+    harness that has none) is None."""
+    if not isinstance(peer, str) or not peer:
+        return None
+    if not _trusted(peer, trusted) or not isinstance(forwarded_for, str):
+        return peer
+    hops = [h.strip() for h in forwarded_for[:2048].split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not _trusted(hop, trusted):
+            return hop
+    return hops[0] if hops else peer
 
 
 def address_key(ip: str | None) -> str:
@@ -72,7 +120,8 @@ class SignInThrottle:
         self._lock = threading.Lock()  # Streamlit sessions run in threads
 
     def _keys(self, name: str, address: str) -> list[tuple[str, str]]:
-        return [("user", name.strip()), ("address", address)]
+        # the name from this address: a guesser elsewhere never locks its owner out
+        return [("user", f"{address}|{name.strip()}"), ("address", address)]
 
     def _current(self, key: tuple[str, str], now: float) -> _Failures | None:
         entry = self._failures.get(key)
@@ -110,7 +159,7 @@ class SignInThrottle:
 
     def succeeded(self, name: str, address: str) -> None:
         with self._lock:
-            self._failures.pop(("user", name.strip()), None)
+            self._failures.pop(self._keys(name, address)[0], None)
 
     def _make_room(self, now: float) -> bool:
         """Forget idle entries, else the oldest unlocked ones; False if all are locked."""

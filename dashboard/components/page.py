@@ -18,7 +18,7 @@ from dashboard import queries
 from dashboard.auth import Permission
 from dashboard.components.session import SessionUser, checked_user
 from dashboard.components.sidebar import FILTERS_KEY
-from dashboard.filters import Filters
+from dashboard.filters import CUBE_FILTERS, Filters, ignored_note
 from dashboard.settings import DashboardSettings, load_settings
 
 
@@ -29,16 +29,24 @@ class PageSpec:
     icon: str
     section: str
     needs: Permission
+    # the page says itself which filters each of its views applies (end user, tag);
+    # otherwise start_page says that those filters do not apply to the page
+    own_filter_notes: bool = False
 
 
 PAGES = (
     PageSpec("overview", "Overview", ":material/dashboard:", "Finance", Permission.SPEND),
     PageSpec("savings", "Savings", ":material/savings:", "Finance", Permission.SPEND),
-    PageSpec("spend", "Spend", ":material/receipt_long:", "Finance", Permission.SPEND),
+    PageSpec("spend", "Spend", ":material/receipt_long:", "Finance", Permission.SPEND, True),
+    PageSpec(
+        "customers", "Customers", ":material/groups:", "Finance", Permission.CUSTOMERS, True
+    ),
     PageSpec("export", "Export", ":material/download:", "Finance", Permission.EXPORT),
     # re-pricing and invoice checks: finance's tools, with the export's permission
     PageSpec("whatif", "What-if", ":material/calculate:", "Finance", Permission.EXPORT),
     PageSpec("reconcile", "Reconcile", ":material/fact_check:", "Finance", Permission.EXPORT),
+    # A/B tests of routing mixes: cost beside quality, so the spend permission
+    PageSpec("experiments", "Experiments", ":material/science:", "Finance", Permission.SPEND),
     PageSpec("latency_errors", "Latency & errors", ":material/speed:", "Ops", Permission.LATENCY),
     PageSpec("routing", "Routing", ":material/alt_route:", "Ops", Permission.ROUTING_VIEW),
     PageSpec("requests", "Requests", ":material/list:", "Ops", Permission.REQUESTS),
@@ -69,6 +77,12 @@ class PageContext:
 
     @property
     def url(self) -> str:
+        """Where the page reads the ledger: the read replica if one is set."""
+        return self.settings.read_url or self.settings.database_url
+
+    @property
+    def primary_url(self) -> str:
+        """Where a page writes (budgets, invoices) and reads what it just wrote."""
         return self.settings.database_url
 
 
@@ -88,7 +102,22 @@ def start_page(title: str, with_period: bool = True) -> PageContext:
     st.title(title)
     if with_period:
         st.caption(f"Period: {ctx.filters.label()} · all times UTC")
+    if ctx.settings.reads_replica:
+        st.caption(replica_note(queries.data_lag(ctx.url)))
+    # the ledger-wide rollups keep no end user or tag: said, not silently ignored
+    note = ignored_note(filters, CUBE_FILTERS, "this page")
+    if note and not _BY_TITLE[title].own_filter_notes:
+        st.info(note)
     return ctx
+
+
+def replica_note(lag_s: float | None) -> str:
+    """What a page says about its data when it reads a streaming replica."""
+    if lag_s is None:
+        return "Data from the primary database."
+    if lag_s < 1:
+        return "Data from a read replica, up to date."
+    return f"Data from a read replica, {lag_s:,.0f} s behind the primary."
 
 
 def ledger_is_empty(ctx: PageContext) -> bool:

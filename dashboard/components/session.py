@@ -4,22 +4,31 @@ Every script run re-checks the user on the server (`dashboard.access.guard.refre
 the session must still be open and the user still configured, with the role and team
 read from the configuration. A reload starts a new Streamlit session, which the signed
 cookie (`dashboard.access.sessions`) signs back in. Failed sign-ins are throttled per
-name and per client address, in this process (`dashboard.access.throttle`).
+name from a client and per client (the address behind trusted proxies), in this process
+(`dashboard.access.throttle`).
 
 Streamlit reads cookies (`st.context.cookies`, as sent when the page opened) but cannot
-set them, so a small inline component writes them with `document.cookie`: the cookie
-is therefore not HttpOnly. It is SameSite=Strict, Secure over https, expires, and is
-worth nothing once its server-side session is closed.
+set them over its websocket. The server does, in a real `Set-Cookie` from a route beside
+Streamlit (`dashboard.access.cookie_handoff`): a small inline component POSTs a one-time
+token there, so the cookie is HttpOnly (no page script reads it), SameSite=Strict,
+Secure over https, expires, and is worth nothing once its server-side session is closed.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 
 import streamlit as st
 import streamlit.components.v2 as components
 
+from dashboard.access.cookie_handoff import (
+    CLEARED_LINE,
+    HANDOFF,
+    ROUTE,
+    session_cookie_line,
+)
 from dashboard.access.guard import refresh
 from dashboard.access.sessions import (
     COOKIE_NAME,
@@ -27,7 +36,13 @@ from dashboard.access.sessions import (
     SessionStore,
     SessionUser,
 )
-from dashboard.access.throttle import SignInThrottle, address_key
+from dashboard.access.throttle import (
+    Networks,
+    SignInThrottle,
+    address_key,
+    client_address,
+    trusted_networks,
+)
 from dashboard.auth import (
     USERS_ENV,
     USERS_FILE_ENV,
@@ -37,6 +52,9 @@ from dashboard.auth import (
     load_users,
 )
 from dashboard.components.preload import preload_first_page
+from gateway.domain.environment import environment
+
+log = logging.getLogger("costgate.dashboard")
 
 __all__ = [
     "COOKIE_PENDING_KEY",
@@ -51,15 +69,20 @@ USER_KEY = "costgate_user"
 COOKIE_PENDING_KEY = "costgate_cookie_pending"  # a cookie the browser has yet to store
 _DROPPED_KEY = "costgate_cookie_dropped"  # a stale cookie already cleared (no loop)
 _WRITER_KEY = "costgate_cookie_writer"
-_CLEAR = f"{COOKIE_NAME}=; Path=/; Max-Age=0; SameSite=Strict"
+_TOKEN_KEY = "costgate_cookie_token"  # (pending line, its one-time token)
+_CLEAR = CLEARED_LINE
 
+# the route answers with the Set-Cookie (HttpOnly: this script never sees the cookie);
+# done once the browser has its answer, whatever it was (a reused token: a 404)
+# the route answers with the Set-Cookie (HttpOnly: this script never sees the cookie).
+# No report back to the script: a report reran the writer as a fragment, and a fragment
+# run queued behind the first page's full run emptied that page in the browser (Streamlit
+# 1.67, seen under load); the script asks the handoff whether the token was taken instead
 _COOKIE_JS = """
 export default function (component) {
-  const { data, setTriggerValue } = component;
-  // Secure over https only: a plain-http dashboard on 127.0.0.1 must keep it too
-  const secure = window.location.protocol === "https:" ? "; Secure" : "";
-  document.cookie = data.cookie + secure;
-  setTriggerValue("written", data.cookie);
+  const { data } = component;
+  fetch(data.route, {method: "POST", body: data.token, credentials: "same-origin",
+                     cache: "no-store"}).catch(() => {});
 }
 """
 _cookie_writer = components.component("costgate_cookie", js=_COOKIE_JS)
@@ -74,6 +97,16 @@ def session_store() -> SessionStore:
 def sign_in_throttle() -> SignInThrottle:
     # one per dashboard process, shared by its sessions (docs/dashboard.md says so)
     return SignInThrottle()
+
+
+@st.cache_resource(show_spinner=False)
+def trusted_proxies() -> Networks:
+    try:
+        return trusted_networks(environment().dashboard_trusted_proxies)
+    except ValueError as err:
+        # none trusted: every connection is its own client, never a forged one
+        log.warning("COSTGATE_DASHBOARD_TRUSTED_PROXIES ignored: %s", err)
+        return ()
 
 
 def current_user() -> SessionUser | None:
@@ -109,29 +142,26 @@ def checked_user() -> SessionUser | None:
 
 
 def _set_cookie(value: str, max_age_s: int) -> None:
-    st.session_state[COOKIE_PENDING_KEY] = (
-        f"{COOKIE_NAME}={value}; Path=/; Max-Age={max_age_s}; SameSite=Strict"
-    )
+    st.session_state[COOKIE_PENDING_KEY] = session_cookie_line(value, max_age_s)
 
 
-@st.fragment
 def _write_pending_cookie() -> None:
-    """Have the browser store (or clear) the pending cookie; rendered until it reports
-    that it did, since a run can end before the browser has drawn it.
-
-    A fragment: the browser's report reruns only this, queued behind the run in
-    progress, where a report from outside a fragment would interrupt that run (the first
-    page after sign-in) and start the whole script again."""
+    """Have the browser store (or clear) the pending cookie: the writer is drawn on every
+    run until its page has fetched the line (a run can end before the browser drew it),
+    with a new token when the last one expired unfetched."""
     pending = st.session_state.get(COOKIE_PENDING_KEY)
     if not pending:
         return
-
-    def written() -> None:
-        state = st.session_state.get(_WRITER_KEY) or {}
-        if state.get("written") == st.session_state.get(COOKIE_PENDING_KEY):
-            st.session_state.pop(COOKIE_PENDING_KEY, None)
-
-    _cookie_writer(data={"cookie": pending}, key=_WRITER_KEY, on_written_change=written)
+    offered = st.session_state.get(_TOKEN_KEY)
+    state = "gone" if offered is None or offered[0] != pending else HANDOFF.state(offered[1])
+    if state == "taken":
+        st.session_state.pop(COOKIE_PENDING_KEY, None)
+        st.session_state.pop(_TOKEN_KEY, None)
+        return
+    if offered is None or state == "gone":  # one token per line, not per run
+        offered = (pending, HANDOFF.offer(pending))
+        st.session_state[_TOKEN_KEY] = offered
+    _cookie_writer(data={"route": ROUTE, "token": offered[1]}, key=_WRITER_KEY)
 
 
 def sign_out() -> None:
@@ -205,7 +235,9 @@ def _sign_in_form(users: Mapping[str, User], store: SessionStore, ended: bool) -
     preload_first_page()
     if submitted:
         throttle = sign_in_throttle()
-        address = address_key(st.context.ip_address)
+        address = address_key(client_address(st.context.ip_address,
+                                             st.context.headers.get("x-forwarded-for"),
+                                             trusted_proxies()))  # fmt: skip
         wait = throttle.wait_s(name, address)
         if wait > 0:  # refused before the password is looked at
             st.error(f"Too many failed sign-ins: try again in {math.ceil(wait)} s.")
@@ -219,7 +251,7 @@ def _sign_in_form(users: Mapping[str, User], store: SessionStore, ended: bool) -
             st.stop()
         throttle.succeeded(name, address)
         try:
-            opened = store.open(found.name)
+            opened = store.open(found.name, found.password_hash)
         except SessionConfigError as err:
             st.error(f"Signed in, but the session cannot be kept: {err}")
             st.stop()

@@ -13,7 +13,9 @@ from typing import TypeAlias, cast
 import streamlit as st
 
 from dashboard import queries
+from dashboard.access.end_users import IdView, view_for
 from dashboard.components.session import SessionUser, sign_out
+from dashboard.customers import queries as customer_queries
 from dashboard.filters import (
     DIMENSION_PARAMS,
     Filters,
@@ -26,6 +28,7 @@ from dashboard.filters import (
 FILTERS_KEY = "costgate_filters"
 WIDGET_PREFIX = "filter_"
 CLAMP_NOTE_KEY = "costgate_clamp_note"
+NO_TAG = "(any)"
 
 # What the date range widget returns: its value comes from the (start, end) tuple
 # _initial_filters seeds under its key, not from `value`, so Streamlit's overload for the
@@ -71,6 +74,9 @@ def _initial_filters(database_url: str) -> Filters:
         st.session_state[WIDGET_PREFIX + "dates"] = (filters.start, filters.end)
         for param, field in DIMENSION_PARAMS.items():
             st.session_state[WIDGET_PREFIX + param] = list(getattr(filters, field))
+        st.session_state[WIDGET_PREFIX + "user"] = ", ".join(filters.end_users)
+        st.session_state[WIDGET_PREFIX + "tag_key"] = filters.tag_key or NO_TAG
+        st.session_state[WIDGET_PREFIX + "tag"] = list(filters.tag_values)
     # session_state values are Any; this key only ever holds a Filters (here and in render)
     return cast(Filters, st.session_state[FILTERS_KEY])
 
@@ -100,13 +106,14 @@ def render(user: SessionUser, database_url: str) -> Filters:
         start, end = previous.start, previous.end
         if isinstance(dates, tuple | list) and len(dates) == 2:
             start, end = dates
-        chosen = {}
+        chosen: dict[str, tuple[str, ...]] = {}
         for param, field in DIMENSION_PARAMS.items():
             key = WIDGET_PREFIX + param
             current = st.session_state.get(key, [])
             # keep values from a shared URL selectable even if not in the ledger yet
             values = sorted(set(options.get(param, [])) | set(current))
             chosen[field] = tuple(st.multiselect(param.capitalize(), values, key=key))
+        end_users, tag_key, tag_values = _attribution_widgets(user, database_url)
         st.caption("All dates and times are UTC.")
         if queries.holds_seeded(database_url):
             st.caption(
@@ -128,6 +135,9 @@ def render(user: SessionUser, database_url: str) -> Filters:
         since=dated.since,
         until=dated.until,
         team_scope=user.team,
+        end_users=end_users,
+        tag_key=tag_key,
+        tag_values=tag_values,
         **chosen,
     )
     st.session_state[FILTERS_KEY] = filters
@@ -135,3 +145,30 @@ def render(user: SessionUser, database_url: str) -> Filters:
     if {k: st.query_params.get(k) for k in st.query_params} != wanted:
         st.query_params.from_dict(wanted)
     return filters
+
+
+def _attribution_widgets(
+    user: SessionUser, database_url: str
+) -> tuple[tuple[str, ...], str | None, tuple[str, ...]]:
+    """The end-user filter (ids typed, comma-separated: there may be 100,000s of them),
+    only for the roles that see end-user ids; the tag filter: one key, some values."""
+    end_users: tuple[str, ...] = ()
+    if view_for(user.role) is IdView.CLEAR:
+        typed = st.text_input("End users (ids, comma-separated)", key=WIDGET_PREFIX + "user")
+        end_users = tuple(sorted({p.strip() for p in typed.split(",") if p.strip()}))
+    keys = customer_queries.tag_keys(database_url, user.team)
+    key_widget = WIDGET_PREFIX + "tag_key"
+    chosen_key = st.session_state.get(key_widget, NO_TAG)
+    options = [NO_TAG, *sorted(set(keys) | ({chosen_key} - {NO_TAG}))]
+    values_widget = WIDGET_PREFIX + "tag"
+
+    def forget_values() -> None:  # another key's values mean nothing under this one
+        st.session_state[values_widget] = []
+
+    key = st.selectbox("Tag key", options, key=key_widget, on_change=forget_values)
+    if key is None or key == NO_TAG:
+        return end_users, None, ()
+    current = st.session_state.get(values_widget, [])
+    values = sorted(set(customer_queries.tag_values(database_url, key, user.team)) | set(current))
+    picked = st.multiselect(f"Tag {key}", values, key=values_widget)
+    return end_users, key, tuple(picked)

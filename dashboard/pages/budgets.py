@@ -30,7 +30,7 @@ from gateway.domain.budgets import DEFAULT_ALERT_AT, BudgetPeriod, BudgetScope
 
 ctx = start_page("Budgets", with_period=False)
 FLASH_KEY = "budgets_applied"
-engine = queries.engine_for(ctx.url)
+engine = queries.engine_for(ctx.primary_url)
 now = dt.datetime.now(dt.UTC)
 st.caption(
     "Limits per UTC day, week (from Monday) or month, in USD of what the providers bill. "
@@ -78,7 +78,8 @@ else:
             format_func=lambda v: SCOPE_LABELS[BudgetScope(v)],
         )
         scope_value = st.text_input(
-            "Name (app or team) or key id", help="Leave empty for the whole gateway."
+            "Name (app or team) or key id",
+            help="Leave empty for the whole gateway. A tag budget: key=value.",
         )
         period = st.selectbox("Period", [p.value for p in BudgetPeriod])
         limit_text = st.text_input("Limit (USD)", placeholder="50.00")

@@ -10,6 +10,8 @@ from decimal import Decimal
 import pandas as pd
 import streamlit as st
 
+from dashboard.access.guard import PermissionDenied, authorize
+from dashboard.auth import Permission
 from dashboard.components.page import ledger_is_empty, start_page
 from db.analytics.finance_ledger import ledger_by_day_model
 from db.analytics.invoice_store import load_invoice, save_invoice
@@ -17,6 +19,12 @@ from gateway.finance.invoices import FORMATS, InvoiceFormatError, parse_invoice,
 from gateway.finance.reconcile import Threshold, flagged, invoice_totals, reconcile
 
 ctx = start_page("Reconcile")
+if ctx.user.team is not None:
+    # a provider's invoice covers every team, and the ledger side of it too: neither its
+    # totals nor an import (which replaces the invoice for everyone) are a team's
+    st.info(f"Signed in as {ctx.user.name} for team {ctx.user.team}: an invoice covers "
+            "every team, so only a user without a team can import or reconcile one.")
+    st.stop()
 if ledger_is_empty(ctx):
     st.stop()
 cfg = ctx.settings.config
@@ -45,8 +53,15 @@ with st.expander("Import the provider's export", expanded=False):
             st.error(f"{upload.name}: {err}")
         else:
             import_id = hashlib.sha256(text.encode()).hexdigest()[:16]
-            saved = save_invoice(ctx.url, provider, fmt, import_id, lines)
-            st.success(f"Imported {saved} lines from {upload.name}.")
+            try:
+                # the write checked on the server as budgets and routing are: the user
+                # as configured now, without a team (an import replaces it for everyone)
+                authorize(ctx.user, Permission.EXPORT, all_teams=True)
+            except PermissionDenied as err:
+                st.error(f"Not imported: {err}")
+            else:
+                saved = save_invoice(ctx.primary_url, provider, fmt, import_id, lines)
+                st.success(f"Imported {saved} lines from {upload.name}.")
 
 left, right = st.columns(2)
 absolute = left.number_input(f"Threshold ({currency} per day and model)", min_value=0.0,
@@ -57,8 +72,8 @@ share = right.number_input("or % of the invoiced amount, when larger", min_value
 # number inputs hand back floats; the comparison stays in Decimal
 threshold = Threshold(Decimal(str(absolute)), Decimal(str(share)) / 100)
 
-ledger, ledger_currency = ledger_by_day_model(ctx.url, provider, start, end)
-invoice_lines = load_invoice(ctx.url, provider, start, end)
+ledger, ledger_currency = ledger_by_day_model(ctx.primary_url, provider, start, end)
+invoice_lines = load_invoice(ctx.primary_url, provider, start, end)
 if not invoice_lines:
     st.info(f"No invoice of {provider} imported for {start} to {end}. Import its export above.")
 else:

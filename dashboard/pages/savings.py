@@ -66,7 +66,8 @@ def body() -> None:
     st.caption(
         "Routing: the baseline model at list − the model that served, at list. Cached "
         "tokens: cached prompt tokens × (list input − list cached rate). Provider price & "
-        "FX: list − billed of the answers an upstream served. Cache hits: the list cost of "
+        "FX: list − billed of the answers an upstream served live. Batch discount: list − "
+        "billed of the batch lines (the provider's batch rate). Cache hits: the list cost of "
         "the answers the response cache served. The steps add up to the headline."
     )
 

@@ -21,7 +21,9 @@ if ledger_is_empty(ctx):
 cfg = ctx.settings.config
 catalog = PriceCatalog.from_config(cfg)
 priced = sorted(catalog.versions)
-st.caption(f"Whole UTC days {ctx.filters.start} to {ctx.filters.end}, from the daily rollups.")
+scope = "" if ctx.user.team is None else f", team {ctx.user.team} only"
+st.caption(f"Whole UTC days {ctx.filters.start} to {ctx.filters.end}, from the daily "
+           f"rollups{scope}.")  # fmt: skip
 
 
 def dec(value: float) -> Decimal:
@@ -78,7 +80,8 @@ else:
     scenario = Scenario(prices=sheet)
 
 try:
-    rows = whatif_rows(ctx.url, ctx.filters.start, ctx.filters.end, scenario)
+    # the user's team from the server's check: a team-scoped user re-prices its own rows
+    rows = whatif_rows(ctx.url, ctx.filters.start, ctx.filters.end, scenario, ctx.user.team)
 except UnpricedModel as err:
     st.error(str(err))
     st.stop()

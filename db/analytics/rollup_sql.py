@@ -12,16 +12,24 @@ from __future__ import annotations
 
 from typing import Literal
 
+from db.analytics import attribution_sql, latency_sql
+
 Grain = Literal["hour", "day"]
+# the latency rollups (db.analytics.latency_sql), named here too: callers reach every
+# rollup from this module
+LATENCY_TABLES = latency_sql.LATENCY_TABLES
+LATENCY_DIMENSIONS = latency_sql.LATENCY_DIMENSIONS
+BINS_PER_LN = latency_sql.BINS_PER_LN
+NBINS = latency_sql.NBINS
+latency_key = latency_sql.latency_key
+fold_latency_sql = latency_sql.fold_latency_sql
+insert_histograms_sql = latency_sql.insert_histograms_sql
+bins_add_function_sql = latency_sql.bins_add_function_sql
 GRAINS: tuple[Grain, ...] = ("hour", "day")
 
 # table names per grain: the cube (every dimension a view or the usage API slices by)
 # and the latency/TTFT histograms of successful requests (the dashboard's latency page)
 USAGE_TABLES: dict[Grain, str] = {"hour": "usage_rollup_hourly", "day": "usage_rollup_daily"}
-LATENCY_TABLES: dict[Grain, str] = {
-    "hour": "latency_rollup_hourly",
-    "day": "latency_rollup_daily",
-}
 STATE_TABLE = "usage_rollup_state"
 # a session that sets this to 'on' deletes raw rows without touching the rollups
 # (retention pruning: the rollups outlive the raw rows)
@@ -56,10 +64,11 @@ COUNTS: dict[str, str] = {
     "reasoning_tokens": "r.reasoning_tokens",
     "cache_write_tokens": "r.cache_write_tokens",
     "trimmed_tokens": "r.trimmed_tokens",
-    # requests that got an answer but no known cost (see dashboard.cube.ANSWERED)
+    # requests the provider billed (or may have) at a cost we do not know: answered ones,
+    # and failed ones whose billable attempts were counted (see dashboard.cube.ANSWERED)
     "unknown_cost_requests": (
-        "CASE WHEN r.actual_cost_usd IS NULL AND r.status IN ('ok', 'cancelled')"
-        " THEN 1 ELSE 0 END"
+        "CASE WHEN r.actual_cost_usd IS NULL AND (r.status IN ('ok', 'cancelled')"
+        " OR r.usage_source = 'estimated') THEN 1 ELSE 0 END"
     ),
     "estimated_requests": "CASE WHEN r.usage_source = 'estimated' THEN 1 ELSE 0 END",
     "stream_requests": "CASE WHEN r.stream THEN 1 ELSE 0 END",
@@ -83,26 +92,9 @@ MONEY: dict[str, str] = {
     ),
 }
 
-LATENCY_DIMENSIONS: dict[str, str] = {
-    "app": "text",
-    "team": "text",
-    "model": "text",
-    "provider": "text",
-    "endpoint": "text",
-    "metric": "text",  # 'latency' | 'ttft'
-    "bin": "integer",  # floor(ln(1 + ms) × BINS_PER_LN), as dashboard.latency reads it
-}
-# dashboard.latency.BINS_PER_LN (a test checks they agree)
-BINS_PER_LN = 32
-
-
 def usage_key(grain: Grain) -> tuple[str, ...]:
     del grain  # the same key at every grain
     return ("bucket", *DIMENSIONS)
-
-
-def latency_key() -> tuple[str, ...]:
-    return ("bucket", *LATENCY_DIMENSIONS)
 
 
 def _bucket(grain: Grain) -> str:
@@ -118,65 +110,81 @@ def _null_preserving_add(column: str) -> str:
     )
 
 
+def _usage_select(grain: Grain, source: str) -> str:
+    """The grain's usage groups of the rows of `source`, in key order."""
+    n = len(usage_key(grain))
+    select = [f"{_bucket(grain)} AS bucket"]
+    select += [f"r.{d}" for d in DIMENSIONS]
+    select += [f"coalesce(sum({expr}), 0) AS {name}" for name, expr in COUNTS.items()]
+    select += [f"sum({expr}) AS {name}" for name, expr in MONEY.items()]
+    positions = ", ".join(str(i) for i in range(1, n + 1))
+    return (
+        f"SELECT {', '.join(select)}\n"
+        f"FROM {source} r LEFT JOIN price_versions pv ON pv.id = r.price_version_id\n"
+        f"GROUP BY {positions} ORDER BY {positions}"
+    )
+
+
+def _usage_upsert(grain: Grain, select: str) -> str:
+    key = usage_key(grain)
+    columns = (*key, *COUNTS, *MONEY)
+    updates = [f"{c} = t.{c} + excluded.{c}" for c in COUNTS]
+    updates += [_null_preserving_add(c) for c in MONEY]
+    return (
+        f"INSERT INTO {USAGE_TABLES[grain]} AS t ({', '.join(columns)})\n{select}\n"
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(updates)}"
+    )
+
+
 def fold_usage_sql(grain: Grain, source: str) -> str:
     """Add the rows of `source` (a relation of ledger rows) to the grain's usage rollup.
 
     Groups are inserted in key order, so two writers folding overlapping batches lock the
     same rollup rows in the same order (no deadlock between them).
     """
-    key = usage_key(grain)
-    n = len(key)
-    select = [f"{_bucket(grain)} AS bucket"]
-    select += [f"r.{d}" for d in DIMENSIONS]
-    select += [f"coalesce(sum({expr}), 0) AS {name}" for name, expr in COUNTS.items()]
-    select += [f"sum({expr}) AS {name}" for name, expr in MONEY.items()]
-    columns = (*key, *COUNTS, *MONEY)
-    updates = [f"{c} = t.{c} + excluded.{c}" for c in COUNTS]
-    updates += [_null_preserving_add(c) for c in MONEY]
+    return _usage_upsert(grain, _usage_select(grain, source))
+
+
+def fold_usage_hour_and_day_sql(source: str) -> str:
+    """The hourly and daily usage folds of `source` in one statement: the rows are grouped
+    once by hour, and the day groups summed from those hour groups (the rebuild's own way,
+    `days_from_hours_sql`), not from the rows again. The hourly upsert (a data-modifying
+    WITH) and the daily one run in the same order in every writer's statement."""
+    dims = ", ".join(DIMENSIONS)
+    n = len(usage_key("day"))
     positions = ", ".join(str(i) for i in range(1, n + 1))
+    sums = ", ".join(f"sum({m})" for m in (*COUNTS, *MONEY))
+    days = (
+        f"SELECT date_trunc('day', bucket, 'UTC'), {dims}, {sums}\n"
+        f"FROM batch_hours GROUP BY {positions} ORDER BY {positions}"
+    )
     return (
-        f"INSERT INTO {USAGE_TABLES[grain]} AS t ({', '.join(columns)})\n"
-        f"SELECT {', '.join(select)}\n"
-        f"FROM {source} r LEFT JOIN price_versions pv ON pv.id = r.price_version_id\n"
-        f"GROUP BY {positions} ORDER BY {positions}\n"
-        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {', '.join(updates)}"
+        f"WITH batch_hours AS MATERIALIZED ({_usage_select('hour', source)}),\n"
+        f"hourly AS ({_usage_upsert('hour', f'SELECT * FROM batch_hours ORDER BY {positions}')})\n"
+        + _usage_upsert("day", days)
     )
 
 
-def fold_latency_sql(grain: Grain, source: str) -> str:
-    """Add the successful rows of `source` to the grain's latency and TTFT histograms."""
-    key = latency_key()
-    positions = ", ".join(str(i) for i in range(1, len(key) + 1))
-    return (
-        f"INSERT INTO {LATENCY_TABLES[grain]} AS t ({', '.join(key)}, requests)\n"
-        f"SELECT {_bucket(grain)} AS bucket, r.app, r.team, r.model, r.provider,"
-        f" r.endpoint, m.metric, floor(ln(1 + m.ms::float8) * {BINS_PER_LN})::int AS bin,"
-        " count(*) AS requests\n"
-        f"FROM {source} r CROSS JOIN LATERAL"
-        " (VALUES ('latency', r.latency_ms), ('ttft', r.ttft_ms)) AS m(metric, ms)\n"
-        "WHERE r.status = 'ok' AND m.ms IS NOT NULL\n"
-        f"GROUP BY {positions} ORDER BY {positions}\n"
-        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET requests = t.requests + excluded.requests"
-    )
+def fold_attribution_sql(source: str) -> list[str]:
+    """The folds of `source` into the daily rollups by end user, tag and session."""
+    return [attribution_sql.fold_sql(t, source, COUNTS, MONEY) for t in attribution_sql.TABLES]
 
 
-def fold_all_sql(source: str) -> list[str]:
-    """Every fold statement for `source`, in the one order every writer takes."""
-    out = []
-    for grain in GRAINS:
-        out.append(fold_usage_sql(grain, source))
-        out.append(fold_latency_sql(grain, source))
-    return out
+def fold_all_sql(source: str, attribution: bool = True) -> list[str]:
+    """Every fold statement for `source`, in the one order every writer takes.
+    `attribution`: False for migration 0006, which predates those rollups."""
+    out = [fold_usage_hour_and_day_sql(source), latency_sql.fold_latency_hour_and_day_sql(source)]
+    return out + fold_attribution_sql(source) if attribution else out
 
 
-def trigger_function_sql() -> str:
+def trigger_function_sql(attribution: bool = True) -> str:
     """The AFTER INSERT statement trigger's function: folds the statement's new rows.
 
     It sees only the rows the statement really inserted (ON CONFLICT DO NOTHING skips a
     replayed row), and runs inside the writer's transaction: a row and its rollup
     commit together, whatever its started_at (late rows from a spool replay included).
     """
-    body = ";\n  ".join(fold_all_sql("new_rows"))
+    body = ";\n  ".join(fold_all_sql("new_rows", attribution))
     return (
         "CREATE OR REPLACE FUNCTION usage_rollup_fold() RETURNS trigger\n"
         "LANGUAGE plpgsql AS $$\nBEGIN\n"
@@ -201,9 +209,9 @@ def delete_function_sql() -> str:
     )
 
 
-def truncate_function_sql() -> str:
+def truncate_function_sql(attribution: bool = True) -> str:
     """An emptied ledger empties its rollups too (unless the session keeps them)."""
-    tables = ", ".join([*USAGE_TABLES.values(), *LATENCY_TABLES.values()])
+    tables = ", ".join(all_tables(attribution))
     return (
         "CREATE OR REPLACE FUNCTION usage_rollup_truncate() RETURNS trigger\n"
         "LANGUAGE plpgsql AS $$\nBEGIN\n"
@@ -231,7 +239,7 @@ def days_from_hours_sql(
     )
 
 
-def rebuild_function_sql() -> str:
+def rebuild_function_sql(attribution: bool = True) -> str:
     """`usage_rollup_rebuild(start, end)`: every rollup of the whole UTC days in
     [start, end) recomputed from the raw rows; returns the ledger rows folded.
 
@@ -240,7 +248,7 @@ def rebuild_function_sql() -> str:
     have not committed, and hold new folds back until this commits, so no row is
     counted twice or missed.
     """
-    tables = [*USAGE_TABLES.values(), *LATENCY_TABLES.values()]
+    tables = all_tables(attribution)
     locks = "".join(f"  LOCK TABLE {t} IN EXCLUSIVE MODE;\n" for t in tables)
     deletes = "".join(
         f"  DELETE FROM {t} WHERE bucket >= lo AND bucket < hi;\n" for t in tables
@@ -253,7 +261,9 @@ def rebuild_function_sql() -> str:
             fold_usage_sql("hour", source),
             fold_latency_sql("hour", source),
             days_from_hours_sql(USAGE_TABLES, (*DIMENSIONS,), (*COUNTS, *MONEY)),
-            days_from_hours_sql(LATENCY_TABLES, (*LATENCY_DIMENSIONS,), ("requests",)),
+            latency_sql.latency_days_from_hours_sql(),
+            # daily only: straight from the raw rows
+            *(fold_attribution_sql(source) if attribution else []),
         ]
     )
     return (
@@ -275,13 +285,21 @@ def rebuild_function_sql() -> str:
     )
 
 
-def function_sql() -> list[str]:
-    """Every function the rollups need, in dependency order."""
+def all_tables(attribution: bool = True) -> list[str]:
+    """Every rollup table, in the one order locks are taken."""
+    extra = attribution_sql.TABLES if attribution else ()
+    return [*USAGE_TABLES.values(), *LATENCY_TABLES.values(), *extra]
+
+
+def function_sql(attribution: bool = True) -> list[str]:
+    """Every function the rollups need, in dependency order (`attribution`: False as of
+    migration 0006; 0008 replaces them with the rollups by end user, tag and session)."""
     return [
-        rebuild_function_sql(),
-        trigger_function_sql(),
+        *bins_add_function_sql(),
+        rebuild_function_sql(attribution),
+        trigger_function_sql(attribution),
         delete_function_sql(),
-        truncate_function_sql(),
+        truncate_function_sql(attribution),
     ]
 
 
@@ -302,4 +320,6 @@ DROP_SQL = (
     "DROP FUNCTION IF EXISTS usage_rollup_unfold()",
     "DROP FUNCTION IF EXISTS usage_rollup_truncate()",
     "DROP FUNCTION IF EXISTS usage_rollup_rebuild(timestamptz, timestamptz)",
+    f"DROP FUNCTION IF EXISTS {latency_sql.BINS_ADD_FUNCTION}(bigint[], bigint[])",
+    f"DROP FUNCTION IF EXISTS {latency_sql.BINS_DENSE_FUNCTION}(int[], bigint[])",
 )

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Uuid,
     text,
 )
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.types import TypeEngine
 
 from db.analytics.rollup_sql import (
@@ -73,10 +74,12 @@ def _latency_table(grain: Grain) -> Table:
         Base.metadata,
         Column("bucket", DateTime(timezone=True), nullable=False),
         *(
-            Column(d, _TYPES[t], nullable=d not in ("endpoint", "metric", "bin"))
+            Column(d, _TYPES[t], nullable=d not in ("endpoint", "metric"))
             for d, t in LATENCY_DIMENSIONS.items()
         ),
         Column("requests", BigInteger, nullable=False, server_default=text("0")),
+        # requests per bin (rollup_sql.BINS_PER_LN, NBINS): the group's histogram
+        Column("bins", ARRAY(BigInteger()), nullable=False),
         Index(
             f"ux_{name}_key",
             *latency_key(),

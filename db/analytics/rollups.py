@@ -14,6 +14,8 @@ import datetime as dt
 from sqlalchemy import Engine, text
 
 from db.analytics.rollup_sql import KEEP_ROLLUPS_SETTING, STATE_TABLE, USAGE_TABLES
+from db.partitions.maintenance import LOCK_TIMEOUT, is_partitioned, partitions
+from db.partitions.sql import start_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,12 +60,16 @@ def retention_cutoff(today: dt.date, retention_days: int) -> dt.datetime:
 
 def prune(engine: Engine, before: dt.datetime, max_days: int | None = None) -> int:
     """Delete raw rows that started before `before` (a UTC midnight), keeping their
-    rollups: one UTC day per transaction, oldest first. Returns the rows deleted.
+    rollups: every weekly partition that ends by then dropped whole, then what is left
+    (the default partition's, a partial week's) one UTC day per transaction, oldest
+    first. Returns the rows deleted.
 
     The horizon moves with each day, so an interrupted prune leaves a consistent state:
     a rebuild never recomputes a day whose raw rows are partly gone.
     """
     deleted = 0
+    if is_partitioned(engine):  # whole weeks go as tables: no DELETE, no vacuum
+        deleted += drop_weeks_before(engine, before)[1]
     days = 0
     while max_days is None or days < max_days:
         with engine.begin() as conn:
@@ -106,3 +112,29 @@ def status(engine: Engine) -> RollupStatus:
     return RollupStatus(
         int(raw), first, last, int(hourly), int(daily), int(requests), pruned
     )
+
+
+def drop_weeks_before(engine: Engine, before: dt.datetime) -> tuple[list[str], int]:
+    """Drop every weekly partition that ends on or before `before`, oldest first, one per
+    transaction, moving the retention horizon (`pruned_before`) to its end first. The
+    rollups keep those rows (a dropped table fires no DELETE trigger). Returns the
+    partitions dropped and the rows they held."""
+    dropped, rows = [], 0
+    for table in partitions(engine):
+        start = start_of(table)
+        if start is None or start + dt.timedelta(days=7) > before:
+            continue
+        end = start + dt.timedelta(days=7)
+        with engine.begin() as conn:
+            conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
+            conn.execute(
+                text(
+                    f"UPDATE {STATE_TABLE} SET pruned_before = :at"
+                    " WHERE pruned_before IS NULL OR pruned_before < :at"
+                ),
+                {"at": end},
+            )
+            rows += int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+            conn.execute(text(f"DROP TABLE {table}"))
+        dropped.append(table)
+    return dropped, rows

@@ -2,8 +2,9 @@
 
 Day and hour buckets are sums over the rollups (`usage_rollup_daily`/`_hourly`, kept by
 PostgreSQL as rows arrive: docs/ROLLUPS.md), minute buckets a GROUP BY over raw rows
-(one page holds at most 1,440 minutes, so at most a day of them). Either way the
-figures are the ledger's: NUMERIC sums, never floats.
+(one page holds at most 1,440 minutes, so at most a day of them). By end user or tag:
+`db.analytics.usage_attribution`. Either way the figures are the ledger's: NUMERIC
+sums, never floats.
 """
 
 from __future__ import annotations
@@ -14,41 +15,15 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from db.analytics.rollup_sql import USAGE_TABLES
+from db.analytics.usage_attribution import attribution_sql
+from db.analytics.usage_columns import (
+    COLUMNS,
+    ENDPOINTS,
+    MEASURES,
+    RAW_ONLY_GROUPS,
+    range_where,
+)
 from db.analytics.usage_request import UsageQuery
-
-# the endpoints each kind covers (costs: every endpoint)
-COMPLETION_ENDPOINTS = ("chat.completions", "completions", "responses", "messages")
-ENDPOINTS: dict[str, tuple[str, ...] | None] = {
-    "completions": COMPLETION_ENDPOINTS,
-    "embeddings": ("embeddings",),
-    "costs": None,
-}
-# group or filter name -> column (the same name in the rollups and the ledger)
-COLUMNS = {
-    "project_id": "app",
-    "api_key_id": "key_id::text",
-    "model": "model",
-    "team": "team",
-    "provider": "provider",
-    "alias": "alias",
-}
-# measure -> (over a rollup, over raw ledger rows)
-MEASURES = {
-    "requests": ("sum(requests)", "count(*)"),
-    "prompt_tokens": ("sum(prompt_tokens)", "coalesce(sum(prompt_tokens), 0)"),
-    "cached_prompt_tokens": (
-        "sum(cached_prompt_tokens)",
-        "coalesce(sum(cached_prompt_tokens), 0)",
-    ),
-    "completion_tokens": ("sum(completion_tokens)", "coalesce(sum(completion_tokens), 0)"),
-    "unknown_cost_requests": (
-        "sum(unknown_cost_requests)",
-        "count(*) FILTER (WHERE actual_cost_usd IS NULL AND status IN ('ok', 'cancelled'))",
-    ),
-    "actual_cost_usd": ("sum(actual_cost_usd)", "sum(actual_cost_usd)"),
-    "list_cost_usd": ("sum(list_cost_usd)", "sum(list_cost_usd)"),
-    "baseline_cost_usd": ("sum(baseline_cost_usd)", "sum(baseline_cost_usd)"),
-}
 
 
 def _groups(query: UsageQuery) -> list[tuple[str, str]]:
@@ -63,24 +38,24 @@ def _groups(query: UsageQuery) -> list[tuple[str, str]]:
 
 def usage_sql(query: UsageQuery) -> tuple[str, dict[str, Any]]:
     """The statement answering one page of `query`, and its parameters."""
-    raw = query.width == "1m"
+    if query.attributed:  # by end user or tag: their own rollups
+        return attribution_sql(query, ENDPOINTS[query.kind])
+    # by experiment or variant: raw rows of the experiments only (their partial index)
+    experiments = bool(RAW_ONLY_GROUPS & set(query.group_by))
+    raw = query.width == "1m" or experiments
     start = dt.datetime.fromtimestamp(query.page_start, dt.UTC)
     end = dt.datetime.fromtimestamp(query.page_end, dt.UTC)
     params: dict[str, Any] = {"start": start, "end": end}
     if raw:
         source, time_col = "usage_records", "started_at"
-        bucket = "date_trunc('minute', started_at, 'UTC')"
+        unit = {"1m": "minute", "1h": "hour", "1d": "day"}[query.width]
+        bucket = f"date_trunc('{unit}', started_at, 'UTC')"
     else:
         source, time_col = USAGE_TABLES["day" if query.width == "1d" else "hour"], "bucket"
         bucket = "bucket"
-    where = [f"{time_col} >= :start", f"{time_col} < :end"]
-    endpoints = ENDPOINTS[query.kind]
-    if endpoints is not None:
-        where.append("endpoint = ANY(:endpoints)")
-        params["endpoints"] = list(endpoints)
-    for i, (group, values) in enumerate(query.filters):
-        where.append(f"{COLUMNS[group]} = ANY(:f{i})")
-        params[f"f{i}"] = list(values)
+    where = range_where(time_col, ENDPOINTS[query.kind], query.filters, params)
+    if experiments:
+        where.append("experiment IS NOT NULL")
     groups = _groups(query)
     select = [f"extract(epoch FROM {bucket})::bigint AS bucket"]
     select += [f"{expr} AS {name}" for name, expr in groups]

@@ -7,6 +7,9 @@ from alembic import context
 from sqlalchemy import text
 
 import db.analytics  # noqa: F401 - registers the rollup tables on Base.metadata
+import db.batches.tables  # noqa: F401 - and the batch tables
+import db.quality  # noqa: F401 - and the feedback tables
+import db.shared_state.provider_objects  # noqa: F401 - and the provider objects' owners
 from db.engine import database_url, make_engine
 from db.models import Base
 

@@ -68,16 +68,36 @@ def alert_body(figures: BudgetFigures, threshold: int) -> dict[str, Any]:
 
 class _HideWebhookUrls(logging.Filter):
     """httpx logs every request's URL at INFO ("HTTP Request: POST <url> ..."); a Slack
-    webhook's URL holds its token, so in httpx's records it becomes "<webhook url>"."""
+    webhook's URL holds its token, so in httpx's records it becomes "<webhook url>".
+
+    httpx logs the URL as it normalised it (the host lower-cased, a default port
+    dropped), not as configured: an argument is hidden when it holds the configured URL,
+    its normalised form, or the path and query that carry the token."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.urls: set[str] = set()
+        self.secrets: set[str] = set()
+
+    def add(self, url: str) -> None:
+        self.secrets.add(url)
+        try:
+            parsed = httpx.URL(url)
+        except Exception:  # noqa: BLE001 - httpx will refuse it too, before logging it
+            return
+        self.secrets.add(str(parsed))
+        tail = parsed.raw_path.decode("ascii", errors="replace")
+        if len(tail) > 1:  # "/" alone is no secret and is in every URL
+            self.secrets.add(tail)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and self.urls:
-            record.args = tuple("<webhook url>" if str(a) in self.urls else a for a in record.args)
+        if isinstance(record.args, tuple) and self.secrets:
+            record.args = tuple("<webhook url>" if self._holds_secret(a) else a
+                                for a in record.args)  # fmt: skip
         return True
+
+    def _holds_secret(self, arg: object) -> bool:
+        text = str(arg)
+        return any(secret in text for secret in self.secrets)
 
 
 _HIDE = _HideWebhookUrls()
@@ -108,10 +128,10 @@ class WebhookSender:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
+        if not url.lower().startswith(("http://", "https://")):
             raise ValueError("the alert webhook URL must be http(s)")  # never echo the URL
         self._url = url
-        _HIDE.urls.add(url)
+        _HIDE.add(url)
         self._attempts = max(1, attempts)
         self._backoff_s = backoff_s
         self._sleep = sleep

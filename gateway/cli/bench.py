@@ -12,6 +12,12 @@ from typing import Any
 from gateway.domain.environment import environment
 
 DEFAULT_GATEWAY = "http://127.0.0.1:8000/v1"
+# what the `attributed` target sends: an end user, a session and three tags
+ATTRIBUTION_HEADERS = (
+    ("x-costgate-user", "bench-customer-1"),
+    ("x-costgate-session", "bench-session-1"),
+    ("x-costgate-tags", "feature=bench,env=perf,plan=pro"),
+)
 # the gateway targets that set its response cache per request (gateway.devtools.bench)
 CACHE_TARGETS = {"cache-off": "off", "cache-miss": "miss", "cache-hit": "hit"}
 
@@ -38,13 +44,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--model", default="gpt-4o-mini",
                         help="a concrete public model name (default gpt-4o-mini)")
     parser.add_argument("--targets", default="direct,gateway",
-                        help="comma-separated: direct, gateway, limited, cache-off, "
+                        help="comma-separated: direct, gateway, limited, attributed, cache-off, "
                         "cache-miss, cache-hit (default direct,gateway; limited: the gateway "
-                        "with --limited-api-key; cache-*: the gateway with its response cache "
+                        "with --limited-api-key; attributed: the gateway with an end user, a "
+                        "session and tags on every request, with --attributed-api-key (e.g. "
+                        "a key whose app has an each-user budget); experiment: the gateway "
+                        "on --experiment-model, an alias with an experiment running (each "
+                        "request assigned); cache-*: the gateway with "
+                        "its response cache "
                         "off, on at a 0%% hit rate (a new prompt each), on at 100%%)")
     parser.add_argument("--limited-api-key", default=None,
                         help="a second gateway key, one under a budget and rate limits: "
                         "the `limited` target, to measure what those checks cost")
+    parser.add_argument("--attributed-api-key", default=None,
+                        help="the `attributed` target's key (default: --api-key)")
+    parser.add_argument("--experiment-model", default=None,
+                        help="the `experiment` target's model: an alias with an experiment "
+                        "(sticky by request) running on it")
     parser.add_argument("--requests", type=int, default=1000,
                         help="requests per target (default 1000)")
     parser.add_argument("--duration", type=float, default=30.0,
@@ -69,6 +85,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "its control API, e.g. 0 (pure overhead) or 200,0 (the sim is found "
                         "like the direct target: --sim, or the provider's base_url)")
     parser.add_argument("--timeout", type=float, default=60.0, help="per request, seconds")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print the CPU per request of every process category: "
+                        "the replicas, HAProxy and Ray's other processes of the head "
+                        "`costgate up` started (found by $COSTGATE_STATE_DIR, as `down` "
+                        "finds them), the sim (the process on --sim's port) and the client")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
 
@@ -84,9 +105,11 @@ def run(args: argparse.Namespace) -> int:
     from gateway.domain.config import ConfigError, default_config_path, load_config
 
     names = [n.strip() for n in args.targets.split(",") if n.strip()]
-    unknown = set(names) - {"direct", "gateway", "limited", *CACHE_TARGETS}
+    unknown = set(names) - {"direct", "gateway", "limited", "attributed", "experiment",
+                            *CACHE_TARGETS}  # fmt: skip
     if unknown or not names:
-        print(f"--targets: expected direct, gateway, limited or {', '.join(CACHE_TARGETS)}, "
+        print("--targets: expected direct, gateway, limited, attributed, experiment or "
+              f"{', '.join(CACHE_TARGETS)}, "
               f"got {args.targets!r}", file=sys.stderr)
         return 2
     try:
@@ -99,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
     direct: Any = None
     if "limited" in names and not args.limited_api_key:
         print("--targets limited needs --limited-api-key", file=sys.stderr)
+        return 2
+    if "experiment" in names and not args.experiment_model:
+        print("--targets experiment needs --experiment-model", file=sys.stderr)
         return 2
     for flag in ("requests", "concurrency", "duration"):
         if getattr(args, flag) <= 0:
@@ -122,7 +148,8 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, BenchError) as err:
         print(err, file=sys.stderr)
         return 2
-    keys = {"gateway": args.api_key, "limited": args.limited_api_key}
+    keys = {"gateway": args.api_key, "limited": args.limited_api_key,
+            "attributed": args.attributed_api_key or args.api_key, "experiment": args.api_key}
     for endpoint in endpoints:
         suffix = "" if endpoint == "chat.completions" else f":{endpoint}"
         # in the order given: targets take turns in it, and what runs right after a
@@ -135,8 +162,10 @@ def run(args: argparse.Namespace) -> int:
                 targets.append(Target(name + suffix, args.gateway, args.model, args.api_key,
                                       endpoint, cache=CACHE_TARGETS[name]))
             else:
-                targets.append(Target(name + suffix, args.gateway, args.model, keys[name],
-                                      endpoint))
+                extra = ATTRIBUTION_HEADERS if name == "attributed" else ()
+                model = args.experiment_model if name == "experiment" else args.model
+                targets.append(Target(name + suffix, args.gateway, model, keys[name],
+                                      endpoint, headers=extra))
     failed = False
     for level in levels:
         if not _bench_at(args, level, targets, endpoints, direct if latency else None, latency):
@@ -156,9 +185,10 @@ def _bench_at(args: argparse.Namespace, concurrency: int, targets: list[Any],
                 concurrency=concurrency, stream=args.stream, max_tokens=args.max_tokens,
                 warmup=max(20, 2 * concurrency) if args.warmup is None else args.warmup,
                 rounds=args.rounds, timeout_s=args.timeout)
+    meter = _meter(args, targets) if args.profile else None
     try:
         with upstream_latency(direct, *latency) if latency else nullcontext():
-            summaries = uvloop.run(run_bench(targets, load))
+            summaries = uvloop.run(run_bench(targets, load, meter))
     except BenchError as err:
         print(err, file=sys.stderr)
         return False
@@ -173,6 +203,15 @@ def _bench_at(args: argparse.Namespace, concurrency: int, targets: list[Any],
               f"max_tokens {load.max_tokens}; latency in ms")
         print(render_table(report))
     return not all(s.errors == s.requests for s in summaries)
+
+
+def _meter(args: argparse.Namespace, targets: list[Any]) -> Any:
+    from db.embedded import state_dir
+    from gateway.devtools.bench import sim_root
+    from gateway.devtools.bench.profile import ProcessMeter
+
+    sim = args.sim or next((sim_root(t) for t in targets if t.name.startswith("direct")), None)
+    return ProcessMeter(state_dir(), sim).read
 
 
 def _upstream_ms(text: str | None) -> tuple[float, float] | None:

@@ -1,5 +1,6 @@
-"""`costgate budgets set|list|remove|history`: spending limits per app, team, key or the
-whole gateway (docs/BUDGETS.md). Every change is audited with the OS user as its actor.
+"""`costgate budgets set|list|status|remove|history`: spending limits per app, team, key,
+tag, each end user of an app, or the whole gateway (docs/BUDGETS.md). Every change is
+audited with the OS user as its actor.
 
 Works on DATABASE_URL, or on the embedded PostgreSQL under the state directory.
 """
@@ -10,9 +11,12 @@ import argparse
 import getpass
 import sys
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.domain.budgets import DEFAULT_ALERT_AT, BudgetPeriod, BudgetScope, parse_alert_at
+
+if TYPE_CHECKING:
+    from db.leases import BudgetStatus
 
 
 def register(sub: Any) -> None:
@@ -33,6 +37,12 @@ def register(sub: Any) -> None:
     setter.set_defaults(func=cmd_set)
     lister = bsub.add_parser("list", help="every budget: limit, spent, reserved, remaining")
     lister.set_defaults(func=cmd_list)
+    status = bsub.add_parser(
+        "status", help="one scope's budgets now; an each-user one: who reached it, top spenders"
+    )
+    _scope_arguments(status)
+    status.add_argument("--top", type=int, default=5, help="top spenders shown (each-user)")
+    status.set_defaults(func=cmd_status)
     remover = bsub.add_parser("remove", help="remove a budget (every period unless --period)")
     _scope_arguments(remover)
     remover.add_argument("--period", choices=[p.value for p in BudgetPeriod], default=None)
@@ -48,6 +58,12 @@ def _scope_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--team", metavar="NAME")
     group.add_argument("--key", metavar="KEY_ID", help="a key id, or its first 8+ characters")
     group.add_argument("--all", action="store_true", help="the whole gateway")
+    group.add_argument("--tag", metavar="KEY=VALUE", help="requests carrying this tag")
+    parser.add_argument(
+        "--each-user",
+        action="store_true",
+        help="with --app: the limit applies to every end user of the app separately",
+    )
 
 
 def _usd(value: str) -> Decimal:
@@ -74,10 +90,14 @@ def _database() -> str:
 
 
 def _scope(args: argparse.Namespace, url: str) -> tuple[BudgetScope, str]:
+    if args.each_user and args.app is None:
+        raise ValueError("--each-user goes with --app NAME")
     if args.all:
         return BudgetScope.ALL, ""
     if args.app is not None:
-        return BudgetScope.APP, args.app
+        return (BudgetScope.EACH_USER if args.each_user else BudgetScope.APP), args.app
+    if args.tag is not None:
+        return BudgetScope.TAG, args.tag
     if args.team is not None:
         return BudgetScope.TEAM, args.team
     from db.keys import list_keys
@@ -135,25 +155,78 @@ def cmd_list(args: argparse.Namespace) -> int:
         statuses = budget_statuses(engine)
     finally:
         engine.dispose()
-    rows = [("ID", "SCOPE", "PERIOD", "KIND", "LIMIT", "SPENT", "RESERVED", "REMAINING", "ENDS")]
+    # an each-user budget's figures are its top spender's; AT LIMIT: end users at or over
+    # it, of those who spent this period
+    rows: list[tuple[str, ...]] = [
+        ("ID", "SCOPE", "PERIOD", "KIND", "LIMIT", "SPENT", "RESERVED", "REMAINING", "ENDS")
+        + ("AT LIMIT",)
+    ]
     for s in statuses:
-        b = s.budget
-        rows.append(
-            (
-                str(b.id),
-                b.scope.value + (f":{b.scope_value}" if b.scope_value else ""),
-                b.period.value,
-                "hard" if b.hard else "soft",
-                _money(b.limit_usd),
-                _money(s.spent_usd),
-                _money(s.reserved_usd),
-                _money(s.remaining_usd),
-                s.period_end.strftime("%Y-%m-%d %H:%M UTC"),
-            )
-        )
+        rows.append(_row(s))
+    _print(rows)
+    return 0
+
+
+def _row(s: BudgetStatus) -> tuple[str, ...]:
+    b, users = s.budget, s.end_users
+    return (
+        str(b.id),
+        b.scope.value + (f":{b.scope_value}" if b.scope_value else ""),
+        b.period.value,
+        "hard" if b.hard else "soft",
+        _money(b.limit_usd),
+        _money(s.spent_usd),
+        _money(s.reserved_usd),
+        _money(s.remaining_usd),
+        s.period_end.strftime("%Y-%m-%d %H:%M UTC"),
+        "-" if users is None else f"{users.at_or_over}/{users.end_users} end users",
+    )
+
+
+def _print(rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """The scope's budgets as `list` shows them; an each-user one adds how many end users
+    reached it and its top spenders (end users as stored: an HMAC when ids are hashed)."""
+    from db.budgets import scope_value_of
+    from db.engine import make_engine
+    from db.leases import budget_statuses
+
+    url = _database()
+    try:
+        scope, value = _scope(args, url)
+    except ValueError as err:
+        print(f"costgate budgets status: {err}", file=sys.stderr)
+        return 2
+    value = scope_value_of(scope, value)
+    engine = make_engine(url)
+    try:
+        found = [
+            s
+            for s in budget_statuses(engine, top=max(1, args.top))
+            if s.budget.scope is scope and s.budget.scope_value == value
+        ]
+    finally:
+        engine.dispose()
+    if not found:
+        print(f"costgate budgets status: no budget on {scope.value} {value!r}", file=sys.stderr)
+        return 1
+    for s in found:
+        b = s.budget
+        print(f"budget {b.id}: {b.describe()} ({'hard' if b.hard else 'soft'})")
+        print(f"  period  {s.period_start:%Y-%m-%d %H:%M} - {s.period_end:%Y-%m-%d %H:%M} UTC")
+        users = s.end_users
+        if users is None:
+            print(f"  spent {_money(s.spent_usd)}, reserved {_money(s.reserved_usd)}, "
+                  f"remaining {_money(s.remaining_usd)}")  # fmt: skip
+            continue
+        print(f"  end users who spent: {users.end_users}; at or over the limit: {users.at_or_over}")
+        for end_user, spent in users.top[: max(0, args.top)]:
+            print(f"  {_money(spent):>14}  {end_user}")
     return 0
 
 

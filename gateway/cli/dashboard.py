@@ -9,7 +9,8 @@ import secrets
 import sys
 from pathlib import Path
 
-APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+# what Streamlit serves: dashboard/app.py, with the route that sets the session cookie
+SERVER = Path(__file__).resolve().parents[2] / "dashboard" / "access" / "server.py"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,6 +27,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("seed", help="write synthetic usage history into the ledger")
     s.add_argument("--rows", type=int, default=100_000)
     s.add_argument("--days", type=int, default=75, help="history length, ending now")
+    s.add_argument(
+        "--end-users",
+        type=int,
+        default=5_000,
+        help="end users (customers) over all apps, a long tail: a few heavy, many light",
+    )
     s.add_argument("--seed", type=int, default=7, help="random seed (same seed, same rows)")
     s.add_argument("--config", help="costgate YAML (default: $COSTGATE_CONFIG or the example)")
     s.add_argument(
@@ -94,7 +101,7 @@ def streamlit_command(host: str, port: int) -> list[str]:
         "-m",
         "dashboard.serve",  # Streamlit's command line, the warm-up started first
         "run",
-        str(APP),
+        str(SERVER),
         "--server.address",
         host,
         "--server.port",
@@ -150,6 +157,9 @@ def seed_command(args: argparse.Namespace) -> int:
     if args.rows < 1 or args.days < 1:
         print("--rows and --days must be positive", file=sys.stderr)
         return 2
+    if args.end_users < 0:
+        print("--end-users must not be negative", file=sys.stderr)
+        return 2
     cfg = load_config(args.config or default_config_path())
     url = database_url()
     upgrade(url)
@@ -161,11 +171,13 @@ def seed_command(args: argparse.Namespace) -> int:
         days=args.days,
         seed=args.seed,
         progress=lambda n: print(f"  {n:,} rows…", flush=True),
+        end_users=args.end_users,
     )
     took = time.perf_counter() - began
     print(
         f"seeded {report.rows:,} requests from {report.start:%Y-%m-%d} to "
         f"{report.end:%Y-%m-%d} (UTC), {report.apps} apps, {report.keys} keys, in {took:.1f} s "
-        f"({report.rows / took:,.0f} rows/s)"
+        f"({report.rows / took:,.0f} rows/s); {report.end_users:,} distinct end users, "
+        f"{report.tag_values} distinct tag values"
     )
     return 0

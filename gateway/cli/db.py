@@ -1,5 +1,5 @@
 """`costgate migrate`, `costgate keys create|list|revoke`, `costgate prices sync`,
-`costgate ledger-bench`: the ledger's commands.
+`costgate ledger-bench`: the ledger's commands (`costgate users` is gateway.cli.users).
 
 Each works on DATABASE_URL, or on the embedded PostgreSQL under the state directory
 (started if needed) when it is unset.
@@ -64,6 +64,30 @@ def register(sub: Any) -> None:
         default=None,
         help="tokens (prompt + output) per minute, across replicas",
     )
+    create.add_argument(
+        "--tag",
+        dest="tags",
+        type=_tag,
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="a tag every request of the key carries (repeatable)",
+    )
+    create.add_argument(
+        "--allow-tag-key",
+        dest="allowed_tag_keys",
+        action="append",
+        default=None,
+        metavar="KEY",
+        help="a tag key requests may set themselves (repeatable; default: any key; the "
+        "key's own --tag tags always apply)",
+    )
+    create.add_argument(
+        "--user-rpm", type=_positive, default=None, help="requests per minute per end user"
+    )
+    create.add_argument(
+        "--user-tpm", type=_positive, default=None, help="tokens per minute per end user"
+    )
     add_config_option(create)
     create.set_defaults(func=cmd_keys_create)
     listing = ksub.add_parser("list", help="list keys (never the keys themselves)")
@@ -79,6 +103,14 @@ def register(sub: Any) -> None:
     add_config_option(sync)
     sync.set_defaults(func=cmd_prices_sync)
 
+    ledger = sub.add_parser("ledger", help="the ledger table's upkeep")
+    lsub = ledger.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
+    parts = lsub.add_parser("partitions", help="create the weekly partitions ahead")
+    parts.add_argument("--since", type=dt.date.fromisoformat, default=None,
+                       help="also the weeks from this date (default: this week)")  # fmt: skip
+    parts.add_argument("--ahead-weeks", type=_positive, default=4)
+    parts.set_defaults(func=cmd_ledger_partitions)
+
     from gateway.devtools.ledger_bench import add_arguments
 
     bench = sub.add_parser("ledger-bench", help="measure the record writer's rows/s (bounded)")
@@ -91,6 +123,13 @@ def _names(value: str) -> tuple[str, ...]:
     if not names:
         raise argparse.ArgumentTypeError("give at least one model or alias name")
     return names
+
+
+def _tag(value: str) -> tuple[str, str]:
+    key, eq, tag_value = value.partition("=")
+    if not eq or not key.strip():
+        raise argparse.ArgumentTypeError(f"a tag is KEY=VALUE (got {value!r})")
+    return key.strip(), tag_value.strip()
 
 
 def _positive(value: str) -> int:
@@ -161,18 +200,30 @@ def cmd_keys_create(args: argparse.Namespace) -> int:
 
     if args.models is not None:
         _warn_unknown_models(args.models, args.config)
-    key, listing = create_key(
-        _database(),
-        args.app,
-        team=args.team,
-        allowed_models=args.models,
-        max_n=args.max_n,
-        max_output_tokens=args.max_output_tokens,
-        expires_at=args.expires,
-        is_admin=args.admin,
-        rpm_limit=args.rpm,
-        tpm_limit=args.tpm,
-    )
+    tags = dict(args.tags or ())
+    if len(tags) < len(args.tags or ()):
+        print("costgate keys create: a tag key is given twice", file=sys.stderr)
+        return 2
+    try:
+        key, listing = create_key(
+            _database(),
+            args.app,
+            team=args.team,
+            allowed_models=args.models,
+            max_n=args.max_n,
+            max_output_tokens=args.max_output_tokens,
+            expires_at=args.expires,
+            is_admin=args.admin,
+            rpm_limit=args.rpm,
+            tpm_limit=args.tpm,
+            default_tags=tags or None,
+            allowed_tag_keys=args.allowed_tag_keys,
+            user_rpm_limit=args.user_rpm,
+            user_tpm_limit=args.user_tpm,
+        )
+    except ValueError as err:  # a tag out of the request path's bounds
+        print(f"costgate keys create: {err}", file=sys.stderr)
+        return 2
     print(key)
     print(
         f"{'admin key' if listing.is_admin else 'key'} {listing.key_id} for app {listing.app!r}"
@@ -215,6 +266,14 @@ def _scope(k: Any) -> str:
         parts.append(f"rpm {k.rpm_limit}")
     if k.tpm_limit is not None:
         parts.append(f"tpm {k.tpm_limit}")
+    if k.default_tags:
+        parts.append("tags " + ",".join(f"{t}={v}" for t, v in sorted(k.default_tags.items())))
+    if k.allowed_tag_keys is not None:
+        parts.append("tag keys " + (",".join(k.allowed_tag_keys) or "none"))
+    if k.user_rpm_limit is not None:
+        parts.append(f"user rpm {k.user_rpm_limit}")
+    if k.user_tpm_limit is not None:
+        parts.append(f"user tpm {k.user_tpm_limit}")
     return " ".join(parts)
 
 
@@ -257,3 +316,21 @@ def cmd_ledger_bench(args: argparse.Namespace) -> int:
     from gateway.devtools.ledger_bench import bench
 
     return bench(args)
+
+
+def cmd_ledger_partitions(args: argparse.Namespace) -> int:
+    from db.engine import make_engine
+    from db.partitions.maintenance import ensure_partitions, is_partitioned, partitions
+
+    engine = make_engine(_database())
+    try:
+        if not is_partitioned(engine):
+            print("usage_records is not partitioned: run `costgate migrate` first")
+            return 1
+        since = dt.datetime.combine(args.since, dt.time(), dt.UTC) if args.since else None
+        made = ensure_partitions(engine, since, args.ahead_weeks)
+        names = partitions(engine)
+    finally:
+        engine.dispose()
+    print(f"created {made} partitions; {len(names)} in all: {names[0]} .. {names[-1]}")
+    return 0

@@ -12,7 +12,8 @@ import sys
 
 # command-group modules; each exposes register(subparsers) and sets args.func
 COMMAND_MODULES = (
-    "gateway.cli.cluster",  # up, down, demo, serve-config
+    "gateway.cli.cluster.up",  # up
+    "gateway.cli.cluster",  # down, demo, serve-config
     "gateway.cli.sim",  # sim
     "gateway.cli.bench",  # bench
     "gateway.cli.db",  # migrate, keys
@@ -24,6 +25,9 @@ COMMAND_MODULES = (
     "gateway.cli.chaos",  # chaos (failure scenarios, soak)
     "gateway.cli.finance",  # export focus, whatif, reconcile, fx add|import|list
     "gateway.cli.report",  # report (usage and costs), rollups rebuild|prune|status
+    "gateway.cli.users",  # users forget (erasure of an end user)
+    "gateway.cli.experiments",  # experiments start|list|show|stop|promote
+    "gateway.cli.experiments.quality",  # quality signals (rates per model and alias)
 )
 
 

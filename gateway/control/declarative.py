@@ -319,3 +319,14 @@ def rayservice_json_patch(old_text: str, new_config: Mapping[str, Any]) -> list[
             "value": yaml.safe_dump(dict(new_config), sort_keys=False),
         },
     ]
+
+
+def ingress_replicas(instance: Mapping[str, Any], app_name: str) -> tuple[dict[str, str], int]:
+    """The app's replicas as Serve reports them (id -> state: RUNNING, STARTING, STOPPING...)
+    and the count its deployment aims at (0: not deployed)."""
+    app = (instance.get("applications") or {}).get(app_name) or {}
+    for deployment in (app.get("deployments") or {}).values():
+        replicas = {str(r.get("replica_id")): str(r.get("state"))
+                    for r in deployment.get("replicas") or ()}  # fmt: skip
+        return replicas, int(deployment.get("target_num_replicas") or 0)
+    return {}, 0

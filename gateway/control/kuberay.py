@@ -67,10 +67,20 @@ def _secret_env(cfg: Config) -> list[dict[str, Any]]:
         {
             "name": "DATABASE_URL",
             "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "DATABASE_URL"}},
-        }
+        },
+        # optional: a streaming replica the usage API reads the ledger from
+        {
+            "name": "DATABASE_READ_URL",
+            "valueFrom": {
+                "secretKeyRef": {"name": SECRET, "key": "DATABASE_READ_URL", "optional": True}
+            },
+        },
     ]
     names = sorted({p.api_key_env for p in cfg.providers if p.api_key_env})
     names += [n for n in cfg.gateway.static_key_envs if n not in names]
+    # unset, /metrics refuses every scrape (the pods bind beyond loopback): never open
+    token_env = cfg.gateway.metrics_token_env
+    names += [token_env] if token_env and token_env not in names else []
     for name in names:
         ref = {"name": SECRET, "key": name, "optional": True}
         env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})

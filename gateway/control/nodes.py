@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
+import secrets
 import shutil
 import socket
 import subprocess
@@ -28,9 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway.control.cluster import ClusterError, ClusterPaths, serve_ingress_env
+from gateway.control.cluster import ClusterError, ClusterPaths, haproxy_site_path
 from gateway.control.ray_processes import CLUSTER_MARKER_ENV, cluster_processes, stop_processes
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
+from gateway.control.serve_config import RAY_BACKGROUND_FLAGS, ray_node_env
 from gateway.domain.config import Config
 from gateway.domain.ray_options import REPLICA_PORTS
 
@@ -124,7 +125,9 @@ def plan_node(
     machine of its own), else free ones (a second node on the head's machine)."""
     index = len(node_records(state_dir)) + 1
     name = f"node{index}-{free_port()}"
-    digest = hashlib.sha1(f"{state_dir.resolve()}/{name}".encode()).hexdigest()[:10]
+    # random, kept in the node's record: nobody else on the machine can predict the
+    # node's folders in /tmp and lay a folder or a link there first
+    digest = secrets.token_hex(5)
     if http_port is None:
         wanted = cfg.gateway.port
         http_port = wanted if port_free(wanted, node_ip) else free_port(node_ip)
@@ -182,6 +185,7 @@ def ray_start_worker(cfg: Config, plan: NodePlan, env: dict[str, str]) -> None:
         "--max-worker-port=0",
         f"--object-store-memory={OBJECT_STORE_BYTES}",
         "--disable-usage-stats",
+        *RAY_BACKGROUND_FLAGS,
     ]
     if plan.num_cpus:
         cmd.append(f"--num-cpus={plan.num_cpus}")
@@ -210,8 +214,10 @@ def ray_start_worker(cfg: Config, plan: NodePlan, env: dict[str, str]) -> None:
     }
     if loopback:
         env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    for name, value in serve_ingress_env(cfg).items():
+    for name, value in ray_node_env(cfg).items():
         env.setdefault(name, value)  # as on the head: an operator's own setting wins
+    if cfg.gateway.ingress == "haproxy":
+        env["PYTHONPATH"] = haproxy_site_path(env.get("PYTHONPATH"))
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
@@ -317,7 +323,7 @@ def leave(
 
 def stop_node(record: dict[str, Any]) -> int:
     """Stop the node's processes (only those under its temp dir)."""
-    n = stop_processes(Path(record["temp_dir"]))
+    n = stop_processes(Path(record["temp_dir"])).count
     if record.get("haproxy_dir"):
         shutil.rmtree(record["haproxy_dir"], ignore_errors=True)
     return n

@@ -12,6 +12,7 @@ gateway's `/costgate/replicas`, admin key), with the routing settings' version.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ from gateway.control.declarative import (
     application,
     declarative_config,
     ingress_deployment,
+    ingress_replicas,
 )
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.domain.config import Config
@@ -233,3 +235,11 @@ def _writer_view(row: Mapping[str, Any]) -> dict[str, Any]:
         "restarts": int(row.get("restarts", 0)),
         "reported_s_ago": row.get("age_s"),
     }
+
+
+def running_replicas(cfg: Config, dashboard_url: str) -> set[str]:
+    """The ids of the app's replicas that run now (none: not deployed, or no head)."""
+    with ServeAdmin(dashboard_url) as admin, contextlib.suppress(ServeAdminError):
+        replicas, _ = ingress_replicas(admin.instance(timeout_s=10), cfg.gateway.app_name)
+        return {r for r, state in replicas.items() if state == "RUNNING"}
+    return set()

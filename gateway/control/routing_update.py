@@ -263,19 +263,23 @@ def _wait_rolled_out(
     timeout_s: float,
 ) -> tuple[int, ...]:
     deadline = time.monotonic() + timeout_s
+    if gateway_url is not None:
+        # the replicas' own reports are the proof, and they come as soon as each has run
+        # `reconfigure()`; Serve's status, read with the running PIDs (at the start and
+        # once a second), only stops the wait early when the rollout failed. Waiting for
+        # its HEALTHY flag first cost a REST read per 0.1 s and about a second per change.
+        def reported() -> set[int]:
+            instance = admin.instance()
+            rollout_state(instance, app_name, ingress, user_config)  # raises if it failed
+            return set(replica_pids(application(instance, app_name), ingress))
+
+        return tuple(sorted(_wait_replicas_report(gateway_url, reported, version, deadline)))
     waiting = "nothing yet"
     while time.monotonic() < deadline:
         instance = admin.instance()
         done, waiting = rollout_state(instance, app_name, ingress, user_config)
         if done:
-            pids = replica_pids(application(instance, app_name), ingress)
-            if gateway_url is None:
-                return pids
-
-            def running() -> set[int]:
-                return set(replica_pids(application(admin.instance(), app_name), ingress))
-
-            return tuple(sorted(_wait_replicas_report(gateway_url, running, version, deadline)))
+            return replica_pids(application(instance, app_name), ingress)
         time.sleep(0.1)
     raise RoutingUpdateError(
         f"the change was sent, but not every replica confirmed it within {timeout_s:.0f} s "

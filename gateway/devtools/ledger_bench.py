@@ -27,22 +27,37 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+# only this import from the project at the top: an older tree's bench loads this file by
+# path to write the very same rows (`--compare-tree`)
 from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
 
+# The rows: `realistic`: 4 apps × 3 models × 3 price versions (12 usage groups a batch),
+# latencies spread over two decades (so the histograms hold many bins), end users drawn
+# from 500, a `feature` tag from 20 values, sessions of ten requests. `worst`: every row
+# a group of its own in every rollup it reaches: a new price version, end user and
+# session per row (and the same spread latencies).
+MODES = ("realistic", "worst")
+_APPS = ("checkout", "search", "support", "reports")
+_MODELS = (("deepseek-v3.2", "deepseek"), ("gemini-2.5-flash", "google"), ("gpt-4.1", "openai"))
+_PRICE_VERSIONS = tuple(uuid.UUID(int=i + 1) for i in range(3))
 
-def _records(n: int) -> list[UsageRecord]:
+
+def bench_records(n: int, mode: str = "realistic") -> list[UsageRecord]:
+    if mode not in MODES:
+        raise ValueError(f"mode: one of {MODES}")
+    worst = mode == "worst"
     t0 = dt.datetime.now(dt.UTC)
-    apps = ("checkout", "search", "support", "reports")
-    models = (("deepseek-v3.2", "deepseek"), ("gemini-2.5-flash", "google"), ("gpt-4.1", "openai"))
     out = []
     for i in range(n):
-        model, provider = models[i % 3]
+        model, provider = _MODELS[i % 3]
+        # 80 ms to 8 s, a deterministic spread over about 230 bins
+        latency = int(80 * 100 ** (((i * 7919) % 1000) / 1000))
         out.append(
             UsageRecord(
                 request_id=uuid.uuid4(),
                 started_at=t0 + dt.timedelta(milliseconds=i),
-                ended_at=t0 + dt.timedelta(milliseconds=i + 800),
-                app=apps[i % 4],
+                ended_at=t0 + dt.timedelta(milliseconds=i + latency),
+                app=_APPS[i % 4],
                 team="bench",
                 key_id=None,
                 requested_model="auto",
@@ -58,22 +73,26 @@ def _records(n: int) -> list[UsageRecord]:
                 completion_tokens=200 + i % 100,
                 reasoning_tokens=0,
                 usage_source=UsageSource.PROVIDER,
-                latency_ms=800,
-                ttft_ms=150,
-                upstream_latency_ms=790,
+                latency_ms=latency,
+                ttft_ms=latency // 5 if i % 2 else None,
+                upstream_latency_ms=latency - 10,
                 attempts=1,
                 fallback_path=(model,),
                 routing_policy="weighted",
-                price_version_id=uuid.uuid4(),
+                price_version_id=uuid.uuid4() if worst else _PRICE_VERSIONS[(i // 4) % 3],
                 billing_currency="USD",
                 actual_cost=Decimal("0.0003640000"),
                 actual_cost_usd=Decimal("0.0003640000"),
                 list_cost_usd=Decimal("0.0003640000"),
                 baseline_model="gpt-4.1",
                 baseline_cost_usd=Decimal("0.0036000000"),
+                end_user=f"user-{i}" if worst else f"user-{(i * 31) % 500}",
+                session_id=f"session-{i}" if worst else f"session-{i // 10}",
+                tags={"feature": f"feature-{i % 20}"},
             )
         )
     return out
+
 
 
 async def _ticker(stop: asyncio.Event, worst: list[float]) -> None:
@@ -93,11 +112,16 @@ async def _busy_1ms_slices(stop: asyncio.Event) -> None:
 
 
 async def run_bench(
-    url: str, rows: int, batch_size: int, max_buffer: int, max_seconds: float
+    url: str,
+    rows: int,
+    batch_size: int,
+    max_buffer: int,
+    max_seconds: float,
+    mode: str = "realistic",
 ) -> dict[str, Any]:
     from gateway.ledger.writer import SPILL_FRACTION, RecordWriter
 
-    records = _records(rows)
+    records = bench_records(rows, mode)
     # the pre-built records are the bench's, not the writer's: keep them out of the
     # garbage collector's full passes, which would otherwise show up as loop stalls
     gc.collect()
@@ -133,6 +157,7 @@ async def run_bench(
         await writer.close(timeout_s=30)
         stats = writer.stats()
     return {
+        "mode": mode,
         "rows": stats["written"],
         "seconds": round(elapsed, 3),
         "rows_per_s": round(stats["written"] / elapsed),
@@ -147,6 +172,18 @@ async def run_bench(
 
 
 def bench(args: argparse.Namespace) -> int:
+    if args.compare_tree:
+        return compare(args)
+    modes = MODES if args.mode == "both" else (args.mode,)
+    ok = True
+    for mode in modes:
+        result = bench_one(args, mode)
+        print(json.dumps(result), flush=True)
+        ok = ok and result["complete"]
+    return 0 if ok else 1
+
+
+def bench_one(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     import psycopg
     from sqlalchemy import make_url
 
@@ -160,14 +197,66 @@ def bench(args: argparse.Namespace) -> int:
     url = make_url(server).set(database=name).render_as_string(hide_password=False)
     try:
         upgrade(url)
-        result = asyncio.run(
-            run_bench(url, args.rows, args.batch_size, args.max_buffer, args.max_seconds)
+        return asyncio.run(
+            run_bench(url, args.rows, args.batch_size, args.max_buffer, args.max_seconds, mode)
         )
     finally:
         with psycopg.connect(libpq_url(server), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    print(json.dumps(result))
-    return 0 if result["complete"] else 1
+
+
+# run in an older tree (its writer, migrations and bench loop) with this tree's rows: its
+# bench module predates the modes, so its record builder is replaced by ours
+_OLD_TREE_SCRIPT = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("new_ledger_bench", sys.argv[1])
+rows = importlib.util.module_from_spec(spec); spec.loader.exec_module(rows)
+import gateway.devtools.ledger_bench as b
+b._records = lambda n: rows.bench_records(n, sys.argv[2])
+raise SystemExit(b.main(sys.argv[3:]))
+"""
+
+
+def _run_side(tree: Path, mode: str, args: argparse.Namespace, old: bool) -> dict[str, Any]:
+    import os
+    import subprocess
+    import sys
+
+    common = [
+        f"--rows={args.rows}",
+        f"--batch-size={args.batch_size}",
+        f"--max-buffer={args.max_buffer}",
+        f"--max-seconds={args.max_seconds}",
+    ]
+    if args.database_url:
+        common.append(f"--database-url={args.database_url}")
+    if old:
+        cmd = [sys.executable, "-c", _OLD_TREE_SCRIPT, __file__, mode, *common]
+    else:
+        cmd = [sys.executable, "-m", "gateway.devtools.ledger_bench", f"--mode={mode}", *common]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"bench in {tree} failed: {done.stderr[-2000:]}")
+    return {"tree": str(tree), **json.loads(lines[-1])}
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Old tree and this one, each mode, alternating in one run (ratios: a shared machine
+    is noisy, so only figures taken side by side compare)."""
+    here = Path(__file__).resolve().parents[2]
+    modes = MODES if args.mode == "both" else (args.mode,)
+    ok = True
+    for mode in modes:
+        old = _run_side(Path(args.compare_tree), mode, args, old=True)
+        new = _run_side(here, mode, args, old=False)
+        for side, r in (("old", old), ("new", new)):
+            print(json.dumps({"side": side, "mode": mode, **r}), flush=True)
+        ratio = new["rows_per_s"] / max(1, old["rows_per_s"])
+        print(json.dumps({"mode": mode, "new_over_old": round(ratio, 2)}), flush=True)
+        ok = ok and new["complete"]
+    return 0 if ok else 1
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -176,6 +265,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-buffer", type=int, default=20_000)
     p.add_argument("--max-seconds", type=float, default=120.0, help="give up after this long")
     p.add_argument("--database-url", default=None, help="server to use (default: the ledger's)")
+    p.add_argument("--mode", choices=(*MODES, "both"), default="both",
+                   help="realistic batches, every row its own group, or both")  # fmt: skip
+    p.add_argument("--compare-tree", default=None,
+                   help="an older checkout: its writer beside this one's")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

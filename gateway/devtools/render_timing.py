@@ -63,9 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.disable(logging.WARNING)  # "No runtime found" and the like, once per query
 
     # AppTest runs the app in this process: a user of its own, for this run only
-    os.environ[USERS_ENV] = f"timing:admin:{hash_password(secrets.token_urlsafe(16))}"
+    credential = hash_password(secrets.token_urlsafe(16))
+    os.environ[USERS_ENV] = f"timing:admin:{credential}"
     store = SessionStore.from_environment()
-    opened = store.open("timing")
+    opened = store.open("timing", credential)
     at = AppTest.from_file(str(APP), default_timeout=600)
     at.session_state[USER_KEY] = SessionUser("timing", "admin", None, opened.session_id)
     began = time.perf_counter()

@@ -12,6 +12,7 @@ version), which the gateway never issues (its ids are random version 4 UUIDs), s
 `remove_seeded` (`costgate seed --remove`) deletes exactly them, and the dashboard can
 say that a period holds seeded history. A few of the apps' answers come from the
 response cache (billed 0, as the gateway records a hit), so every savings step shows.
+Rows carry end users, sessions and tags (`gateway.devtools.seed_attribution`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ import dataclasses
 import datetime as dt
 import math
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import psycopg
 
+from gateway.devtools.copy_rows import CopyLines
+from gateway.devtools.seed_attribution import (
+    DEFAULT_END_USERS,
+    SeedAttribution,
+    draw_attribution,
+)
 from gateway.domain.config import Config
 from gateway.domain.pricing import PriceCatalog, TokenUsage
 from gateway.domain.usage_record import UsageRecord
@@ -88,6 +95,8 @@ class SeedReport:
     end: dt.datetime
     apps: int
     keys: int
+    end_users: int = 0  # distinct end users written
+    tag_values: int = 0  # distinct (tag key, value) pairs written
 
 
 def _timestamps(rng: np.random.Generator, n: int, days: int, end: dt.datetime) -> np.ndarray:
@@ -118,8 +127,11 @@ def synthesize(
     end: dt.datetime,
     keys: dict[str, list[uuid.UUID]],
     seed: int = 7,
+    end_users: int = DEFAULT_END_USERS,
+    attributed: Callable[[SeedAttribution], None] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """Rows in COPY column order, oldest first."""
+    """Rows in COPY column order, oldest first; `attributed` gets the rows' end users,
+    sessions and tags as drawn (with their distinct counts) before the first row."""
     rng = np.random.default_rng(seed)
     catalog = PriceCatalog.from_config(cfg)
     sim_models = cfg.sim.get("models", {})
@@ -135,6 +147,14 @@ def synthesize(
     uuids = rng.bytes(16 * rows)
     candidates = {name: list(a.candidates) for name, a in cfg.aliases.items()}
     cum_weights: dict[tuple[str, bool], tuple[list[str], list[float]]] = {}
+    # a generator of its own: the other columns stay as they were drawn before
+    attribution = draw_attribution(
+        np.random.default_rng([seed, 1]), np.asarray(app_idx), [a.name for a in APPS],
+        [a.share for a in APPS], end_users,
+    )  # fmt: skip
+    if attributed:
+        attributed(attribution)
+    end_user, session, tags = attribution.end_users, attribution.sessions, attribution.tags
 
     for i in range(rows):
         app = APPS[app_idx[i]]
@@ -246,6 +266,11 @@ def synthesize(
             0 if has_usage else None,
             hit,
             None,  # trimmed_tokens
+            end_user[i],
+            session[i],
+            tags[i],
+            None, None, None, None, None, None,  # quality signals; no experiment
+            None, None, None,  # standard tier, no web search calls, no fees
         )
 
 
@@ -279,23 +304,6 @@ def holds_seeded(url: str) -> bool:
     return bool(row and row[0])
 
 
-_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def copy_text(value: Any) -> str:
-    """One field in COPY's text format (what psycopg's write_row does, 3x faster here)."""
-    if value is None:
-        return "\\N"
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, list | tuple):
-        items = ('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in value)
-        return ("{" + ",".join(items) + "}").translate(_ESCAPES)
-    return str(value).translate(_ESCAPES)
-
-
 def _ensure_keys(url: str) -> dict[str, list[uuid.UUID]]:
     """KEYS_PER_APP keys per seeded app, created and revoked at once: they only label
     history (nobody ever sees them, and none of them can authenticate)."""
@@ -324,6 +332,7 @@ def seed_ledger(
     seed: int = 7,
     app_name: str | None = None,
     progress: Any = None,
+    end_users: int = DEFAULT_END_USERS,
 ) -> SeedReport:
     """Write `rows` synthetic records ending at `end` (now), plus prices, keys, one change."""
     from db.engine import libpq_url
@@ -336,9 +345,11 @@ def seed_ledger(
     copy_sql = f"COPY usage_records ({', '.join(COLUMNS)}) FROM STDIN"
     written = 0
     lines: list[str] = []
+    drawn: list[SeedAttribution] = []
+    render = CopyLines()
     with psycopg.connect(libpq_url(url)) as conn, conn.cursor() as cur, cur.copy(copy_sql) as copy:
-        for row in synthesize(cfg, rows, days, end, keys, seed):
-            lines.append("\t".join(map(copy_text, row)))
+        for row in synthesize(cfg, rows, days, end, keys, seed, end_users, drawn.append):
+            lines.append(render.line(row))
             written += 1
             if len(lines) == 10_000:
                 copy.write("\n".join(lines) + "\n")
@@ -369,4 +380,6 @@ def seed_ledger(
         end=end,
         apps=len(APPS),
         keys=sum(len(v) for v in keys.values()),
+        end_users=drawn[0].distinct_end_users if drawn else 0,
+        tag_values=drawn[0].distinct_tag_values if drawn else 0,
     )

@@ -6,6 +6,9 @@ streams (half of them asking for usage, a few abandoned midway), now and then a 
 or a priority header, spread over several apps' keys. Most calls are chat completions;
 the rest use every other API the gateway serves: Responses, legacy completions,
 embeddings (on the embedding models) and Anthropic's Messages (with the anthropic SDK).
+Each app's calls carry its customers, sessions and features
+(gateway.devtools.traffic_audience), so the Customers page has a real distribution, and
+legacy completions go only to the models that serve them (no request fails by design).
 Bounded by a count and a time, and stopped by an event (asyncio.Event or
 threading.Event: anything with is_set()).
 """
@@ -17,7 +20,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,7 +32,10 @@ from openai.types.chat import (
     ChatCompletionStreamOptionsParam,
 )
 
+from gateway.devtools.traffic_audience import NO_VISIT, Audience, Visit
 from gateway.domain.config import Config
+from gateway.domain.endpoints import KIND_ENDPOINTS, Endpoint
+from gateway.providers.registry import adapter_for, endpoints_of
 
 log = logging.getLogger("costgate.traffic")
 
@@ -80,6 +86,7 @@ class TrafficSummary:
     kinds: Counter[str] = field(default_factory=Counter)  # short, paragraph, long
     endpoints: Counter[str] = field(default_factory=Counter)  # the API each call used
     streams: int = 0
+    audience: Audience | None = None  # who the calls were for
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -94,7 +101,8 @@ class TrafficSummary:
         apis = ", ".join(f"{e} {n}" for e, n in self.endpoints.most_common())
         return (f"traffic: {self.sent} sent, {self.ok} ok, {errors} errors"
                 f"{f' ({worst})' if worst else ''}, {self.streams} streams, "
-                f"{rate:.1f} req/s; {top}; {apis}")
+                f"{rate:.1f} req/s; {top}; {apis}"
+                f"{f'; {self.audience.tally()}' if self.audience else ''}")
 
 
 def default_models(config: Config | None) -> list[str]:
@@ -107,6 +115,16 @@ def default_models(config: Config | None) -> list[str]:
 def embedding_models(config: Config | None) -> list[str]:
     """The configuration's embedding models (none without one: no embeddings are sent)."""
     return [] if config is None else [m.name for m in config.models if m.kind == "embedding"]
+
+
+def completion_models(config: Config) -> set[str]:
+    """The names serving legacy completions (any other is a 400 there): the chat models
+    whose provider speaks it, and the aliases with such a candidate (routed to those)."""
+    serving = {m.name for m in config.models
+               if Endpoint.COMPLETIONS in KIND_ENDPOINTS[m.kind]
+               & endpoints_of(adapter_for(config.provider(m.provider)))}
+    return serving | {name for name, alias in config.aliases.items()
+                      if serving.intersection(alias.candidates)}
 
 
 @dataclass(frozen=True)
@@ -122,6 +140,7 @@ class PlannedCall:
     tools: list[ChatCompletionFunctionToolParam] | None
     priority: str | None
     endpoint: str = "chat.completions"
+    visit: Visit = NO_VISIT  # its end user, session and tags
 
 
 def _endpoint(rng: random.Random, embedders: Sequence[str]) -> str:
@@ -134,8 +153,10 @@ def _endpoint(rng: random.Random, embedders: Sequence[str]) -> str:
 
 
 def plan_call(rng: random.Random, models: Sequence[str], keys: int,
-              embedders: Sequence[str] = ()) -> PlannedCall:
-    """One request of the mix; with the example config about 70% of calls name an alias."""
+              embedders: Sequence[str] = (), audience: Audience | None = None,
+              completers: Collection[str] | None = None) -> PlannedCall:
+    """One request of the mix (about 70% name an alias with the example config), for
+    someone of `audience`; legacy completions only on `completers` (None: any name)."""
     aliases = [m for m in models if m in DEFAULT_ALIASES]
     model = rng.choice(aliases) if aliases and rng.random() < 0.6 else rng.choice(models)
     roll = rng.random()
@@ -155,14 +176,20 @@ def plan_call(rng: random.Random, models: Sequence[str], keys: int,
     endpoint = _endpoint(rng, embedders)
     if endpoint == "embeddings":
         model, stream = rng.choice(embedders), False
+    if endpoint == "completions" and completers is not None and model not in completers:
+        # a name that does not serve legacy completions would be the client's 400
+        serving = [m for m in models if m in completers]
+        model = rng.choice(serving) if serving else model
+        endpoint = endpoint if serving else "chat.completions"
+    key = rng.randrange(keys)
     return PlannedCall(
-        model=model, key_index=rng.randrange(keys), kind=kind, messages=messages,
+        model=model, key_index=key, kind=kind, messages=messages,
         stream=stream, include_usage=stream and rng.random() < 0.5,
         abandon_after=rng.randint(1, 5) if stream and rng.random() < 0.05 else None,
         max_tokens=rng.choice((None, 64, 128, 256, 512)),
         tools=[LOOKUP_TOOL] if rng.random() < 0.05 else None,
         priority=rng.choice(("high", "budget")) if rng.random() < 0.1 else None,
-        endpoint=endpoint,
+        endpoint=endpoint, visit=audience.visit(key) if audience else NO_VISIT,
     )
 
 
@@ -173,30 +200,41 @@ def _text(messages: Sequence[ChatCompletionMessageParam]) -> str:
 async def _send_other(client: openai.AsyncOpenAI, call: PlannedCall) -> bool:
     """A call on an API other than chat: Responses, legacy completions or embeddings."""
     max_tokens = call.max_tokens or openai.omit
+    visit = call.visit
+    headers = visit.headers(call.endpoint) or None
+    user = visit.body_user or openai.omit
     if call.endpoint == "embeddings":
-        await client.embeddings.create(model=call.model, input=_text(call.messages))
+        await client.embeddings.create(model=call.model, input=_text(call.messages), user=user,
+                                       extra_headers=headers)
         return True
     if call.endpoint == "completions":
         if not call.stream:
             await client.completions.create(model=call.model, prompt=_text(call.messages),
-                                            max_tokens=max_tokens)
+                                            max_tokens=max_tokens, user=user,
+                                            extra_headers=headers)
             return True
         chunks = await client.completions.create(
-            model=call.model, prompt=_text(call.messages), max_tokens=max_tokens, stream=True)
+            model=call.model, prompt=_text(call.messages), max_tokens=max_tokens, stream=True,
+            user=user, extra_headers=headers)
         async with chunks:
             async for _ in chunks:
                 pass
         return True
     system = [m for m in call.messages if m["role"] == "system"]
     instructions = str(system[0].get("content")) if system else openai.omit
-    user = _text([m for m in call.messages if m["role"] != "system"])
+    prompt = _text([m for m in call.messages if m["role"] != "system"])
+    # `user`, not `safety_identifier`: the gateway's Responses-to-chat translation (for
+    # upstreams without a Responses API) refuses the latter, a 400 on most models
+    metadata = visit.tags or openai.omit
     if not call.stream:
-        await client.responses.create(model=call.model, input=user, instructions=instructions,
-                                      max_output_tokens=max_tokens)
+        await client.responses.create(model=call.model, input=prompt, instructions=instructions,
+                                      max_output_tokens=max_tokens, user=user,
+                                      metadata=metadata, extra_headers=headers)
         return True
-    events = await client.responses.create(model=call.model, input=user, stream=True,
+    events = await client.responses.create(model=call.model, input=prompt, stream=True,
                                            instructions=instructions,
-                                           max_output_tokens=max_tokens)
+                                           max_output_tokens=max_tokens, user=user,
+                                           metadata=metadata, extra_headers=headers)
     read = 0
     async with events:
         async for _ in events:
@@ -211,9 +249,12 @@ async def _send_messages(client: anthropic.AsyncAnthropic, call: PlannedCall) ->
     system = [str(m.get("content")) for m in call.messages if m["role"] == "system"]
     user = _text([m for m in call.messages if m["role"] != "system"])
     kwargs = {"model": call.model, "max_tokens": call.max_tokens or 256,
-              "messages": [{"role": "user", "content": user}]}
+              "messages": [{"role": "user", "content": user}],
+              "extra_headers": call.visit.headers(call.endpoint) or None}
     if system:
         kwargs["system"] = system[0]
+    if call.visit.body_user:
+        kwargs["metadata"] = {"user_id": call.visit.body_user}
     if not call.stream:
         await client.messages.create(**kwargs)  # type: ignore[call-overload]
         return True
@@ -228,17 +269,22 @@ async def _send(client: openai.AsyncOpenAI, call: PlannedCall) -> bool:
     # omit (the SDK's default) leaves a parameter out of the request body
     max_tokens = call.max_tokens or openai.omit
     tools = call.tools or openai.omit
-    headers = {"x-costgate-priority": call.priority} if call.priority else None
+    headers = call.visit.headers(call.endpoint)
+    if call.priority:
+        headers["x-costgate-priority"] = call.priority
+    user = call.visit.body_user or openai.omit
+    metadata = call.visit.tags or openai.omit
     if not call.stream:
         await client.chat.completions.create(
             model=call.model, messages=call.messages, max_tokens=max_tokens, tools=tools,
-            extra_headers=headers)
+            user=user, metadata=metadata, extra_headers=headers or None)
         return True
     usage: ChatCompletionStreamOptionsParam | openai.Omit = (
         {"include_usage": True} if call.include_usage else openai.omit)
     stream = await client.chat.completions.create(
         model=call.model, messages=call.messages, stream=True, stream_options=usage,
-        max_tokens=max_tokens, tools=tools, extra_headers=headers)
+        max_tokens=max_tokens, tools=tools, user=user, metadata=metadata,
+        extra_headers=headers or None)
     read = 0
     async with stream:
         async for _chunk in stream:
@@ -286,8 +332,9 @@ async def run_traffic(
     claude = [anthropic.AsyncAnthropic(base_url=root, api_key=k or "no-key", max_retries=0,
                                        timeout=timeout_s) for k in keys]
     embedders = embedding_models(config)
+    completers = completion_models(config) if config is not None else None
     rng = random.Random(seed)
-    summary = TrafficSummary()
+    summary = TrafficSummary(audience=Audience(rng, len(keys)))
     deadline = summary.started + max_seconds
     interval = 1 / rate_per_s if rate_per_s else 0.0
     next_start = summary.started
@@ -305,7 +352,7 @@ async def run_traffic(
                 await asyncio.sleep(max(0.0, slot - time.monotonic()))
                 if stopping():
                     return
-            call = plan_call(rng, names, len(keys), embedders)
+            call = plan_call(rng, names, len(keys), embedders, summary.audience, completers)
             summary.sent += 1
             number = summary.sent
             summary.models[call.model] += 1

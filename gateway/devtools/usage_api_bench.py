@@ -65,7 +65,7 @@ INSERT INTO usage_records (request_id, started_at, ended_at, app, team, key_id,
   prompt_tokens, cached_prompt_tokens, completion_tokens, reasoning_tokens, usage_source,
   latency_ms, ttft_ms, upstream_latency_ms, attempts, fallback_path, routing_policy,
   billing_currency, actual_cost, actual_cost_usd, list_cost_usd, baseline_model,
-  baseline_cost_usd, endpoint)
+  baseline_cost_usd, endpoint, end_user, tags)
 SELECT gen_random_uuid(), s.t, s.t + make_interval(secs => s.lat / 1000.0), k.app, k.team,
   k.key_id::uuid, m.req, m.alias, m.model, m.provider, s.g % 3 = 0,
   CASE WHEN s.fail THEN 'upstream_error' ELSE 'ok' END, CASE WHEN s.fail THEN 502 ELSE 200 END,
@@ -80,15 +80,18 @@ SELECT gen_random_uuid(), s.t, s.t + make_interval(secs => s.lat / 1000.0), k.ap
   CASE WHEN NOT s.fail THEN round(s.list * m.mult::numeric, 10) END,
   CASE WHEN NOT s.fail THEN round(s.list, 10) END, 'gpt-4.1',
   CASE WHEN NOT s.fail THEN round((s.p * 2.00 + s.c * 8.00) * 0.000001, 10) END,
-  CASE WHEN s.emb THEN 'embeddings' ELSE 'chat.completions' END
+  CASE WHEN s.emb THEN 'embeddings' ELSE 'chat.completions' END,
+  CASE WHEN :users > 0 THEN 'user-' || s.u END,
+  CASE WHEN :tag_values > 0 THEN jsonb_build_object('feature', 'value-' || s.g % :tag_values) END
 FROM (
-  SELECT g, t, p, c, lat, fail, emb, mi,
+  SELECT g, t, p, c, lat, fail, emb, mi, u,
          (p * m.pin::numeric + CASE WHEN emb THEN 0 ELSE c END * m.pout::numeric)
            * 0.000001 AS list
   FROM (
     SELECT g, :day + random() * interval '1 day' AS t, 200 + (random() * 3000)::int AS p,
            20 + (random() * 600)::int AS c, 150 + (random() * 2000)::int AS lat,
-           random() < 0.02 AS fail, g % 20 = 0 AS emb, g % {len(MODELS)} AS mi
+           random() < 0.02 AS fail, g % 20 = 0 AS emb, g % {len(MODELS)} AS mi,
+           floor(random() * greatest(:users, 1))::int AS u
     FROM generate_series(1, :n) AS g
   ) raw JOIN {_values(MODELS, "m(i, req, alias, model, provider, pin, pout, mult, cur)")}
     ON m.i = raw.mi
@@ -98,8 +101,13 @@ JOIN {_values(_keys(), "k(i, app, team, key_id)")} ON k.i = (s.g * 7 + s.mi) % {
 """
 
 
-def seed_sql(url: str, rows: int, days: int, end: dt.date, progress: Any = None) -> float:
-    """Seed `rows` over the `days` UTC days before `end`; returns seconds taken."""
+def seed_sql(
+    url: str, rows: int, days: int, end: dt.date, progress: Any = None, users: int = 0,
+    tag_values: int = 0,
+) -> float:
+    """Seed `rows` over the `days` UTC days before `end`, each row's end user one of
+    `users` drawn uniformly (the worst case for the user rollup) and its `feature` tag one
+    of `tag_values` (0: none); returns seconds taken."""
     from sqlalchemy import text
 
     from db.engine import make_engine
@@ -111,7 +119,8 @@ def seed_sql(url: str, rows: int, days: int, end: dt.date, progress: Any = None)
         for i in range(days):
             day = dt.datetime.combine(end - dt.timedelta(days=days - i), dt.time(), dt.UTC)
             with engine.begin() as conn:
-                conn.execute(text(_DAY_SQL), {"day": day, "n": per_day + (i < extra)})
+                conn.execute(text(_DAY_SQL), {"day": day, "n": per_day + (i < extra),
+                                              "users": users, "tag_values": tag_values})
             if progress:
                 progress(i + 1, days)
     finally:
@@ -185,7 +194,7 @@ def _time(client: Any, path: str, params: dict[str, Any], repeat: int) -> dict[s
     }
 
 
-def run(url: str, days: int, repeat: int) -> dict[str, Any]:
+def run(url: str, days: int, repeat: int, users: int = 0) -> dict[str, Any]:
     import httpx
 
     base, key, server, thread = _serve(url)
@@ -212,6 +221,19 @@ def run(url: str, days: int, repeat: int) -> dict[str, Any]:
                      "limit": 168}, repeat,
                 ),
             }
+            if users:  # by end user: 30 days, the costliest 100 a day; one whole day
+                month = {"start_time": now - 30 * 86400, "group_by": "user", "limit": 31}
+                out["completions_30d_by_user_top100"] = _time(
+                    client, "/v1/organization/usage/completions",
+                    {**month, "results_limit": 100}, repeat)
+                out["costs_30d_by_user_top1000"] = _time(
+                    client, "/v1/organization/costs", {**month, "results_limit": 1000}, repeat)
+                out["costs_1d_by_user_every_user"] = _time(
+                    client, "/v1/organization/costs",
+                    {"start_time": now - 2 * 86400, "group_by": "user", "limit": 1}, repeat)
+                out["costs_30d_by_tag"] = _time(
+                    client, "/v1/organization/costs",
+                    {**month, "group_by": "tag:feature"}, repeat)
     finally:
         if server is not None:
             server.should_exit = True
@@ -238,6 +260,7 @@ def _seed(url: str, args: argparse.Namespace) -> dict[str, Any]:
         out["seed_seconds"] = round(seed_sql(
             url, args.rows, args.days, end,
             progress=lambda i, n: print(f"seeded day {i}/{n}", flush=True),
+            users=args.users, tag_values=args.tag_values,
         ), 1)
         if args.fold == "rebuild":
             with engine.begin() as conn:
@@ -251,6 +274,33 @@ def _seed(url: str, args: argparse.Namespace) -> dict[str, Any]:
     finally:
         engine.dispose()
     return out
+
+
+SIZED = (
+    "usage_records", "usage_rollup_hourly", "usage_rollup_daily", "latency_rollup_hourly",
+    "latency_rollup_daily", "usage_rollup_user_daily", "usage_rollup_tag_daily",
+    "usage_rollup_session_daily",
+)  # fmt: skip
+
+
+def table_sizes(url: str) -> dict[str, Any]:
+    """Rows and pg_total_relation_size (indexes and TOAST included) of the ledger's tables."""
+    from sqlalchemy import text
+
+    from db.engine import make_engine
+
+    engine = make_engine(url)
+    out: dict[str, Any] = {}
+    try:
+        with engine.connect() as conn:
+            for t in SIZED:
+                n, size = conn.execute(
+                    text(f"SELECT count(*), pg_total_relation_size('{t}') FROM {t}")
+                ).one()
+                out[t] = {"rows": int(n), "bytes": int(size)}
+    finally:
+        engine.dispose()
+    return {"tables": out}
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -275,14 +325,11 @@ def bench(args: argparse.Namespace) -> int:
             result |= _seed(url, args)
         engine = make_engine(url)
         with engine.connect() as conn:
-            result["ledger_rows"] = conn.execute(
-                text("SELECT count(*) FROM usage_records")).scalar()
-            result["daily_rollup_rows"] = conn.execute(
-                text("SELECT count(*) FROM usage_rollup_daily")).scalar()
-            result["hourly_rollup_rows"] = conn.execute(
-                text("SELECT count(*) FROM usage_rollup_hourly")).scalar()
+            users = conn.execute(text("SELECT count(DISTINCT end_user) FROM usage_records"))
+            result["end_users"] = users.scalar()
         engine.dispose()
-        result |= run(url, args.days, args.repeat)
+        result |= table_sizes(url)
+        result |= run(url, args.days, args.repeat, args.users)
     finally:
         if scratch and not args.keep:
             with psycopg.connect(libpq_url(server), autocommit=True) as admin:
@@ -300,6 +347,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--database-url", default=None, help="server to use (default: the ledger's)")
     p.add_argument("--no-seed", action="store_true", help="time --database-url's ledger as is")
     p.add_argument("--keep", action="store_true", help="keep the seeded scratch database")
+    p.add_argument("--users", type=int, default=100_000, help="end users (0: rows without)")
+    p.add_argument("--tag-values", type=int, default=50, help="values of the feature tag")
     p.add_argument(
         "--fold",
         choices=("rebuild", "trigger"),

@@ -17,11 +17,20 @@ from decimal import Decimal
 DEFAULT_ALERT_AT: tuple[int, ...] = (50, 80, 100)
 
 
+def split_tag(scope_value: str) -> tuple[str, str]:
+    """A tag budget's "key=value" as (key, value)."""
+    key, _, value = scope_value.partition("=")
+    return key.strip(), value.strip()
+
+
 class BudgetScope(enum.StrEnum):
     APP = "app"
     TEAM = "team"
     KEY = "key"
     ALL = "all"  # the whole gateway; its scope_value is ""
+    # every end user of an app (its scope_value) separately: each has the whole limit
+    EACH_USER = "each_user"
+    TAG = "tag"  # requests carrying one tag; scope_value "key=value"
 
 
 class BudgetPeriod(enum.StrEnum):
@@ -61,6 +70,10 @@ _ADJECTIVE = {BudgetPeriod.DAY: "daily", BudgetPeriod.WEEK: "weekly", BudgetPeri
 def describe_scope(scope: BudgetScope, scope_value: str) -> str:
     if scope is BudgetScope.ALL:
         return "the whole gateway"
+    if scope is BudgetScope.EACH_USER:
+        return f"each end user of app {scope_value!r}"
+    if scope is BudgetScope.TAG:
+        return f"requests tagged {scope_value!r}"
     return f"{scope.value} {scope_value!r}"
 
 
@@ -79,6 +92,10 @@ def check_budget(
         raise ValueError("a gateway-wide budget has no scope value")
     if scope is not BudgetScope.ALL and not scope_value.strip():
         raise ValueError(f"a {scope.value} budget needs the {scope.value}'s name or id")
+    if scope is BudgetScope.TAG:
+        key, eq, value = scope_value.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise ValueError("a tag budget's scope is key=value, e.g. feature=search")
     if not isinstance(limit_usd, Decimal) or not limit_usd.is_finite() or limit_usd < 0:
         raise ValueError("a budget's limit is a finite, non-negative USD amount")
     if any(not 0 < a <= 1000 for a in alert_at):

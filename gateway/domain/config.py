@@ -1,43 +1,40 @@
-"""The one YAML configuration file, validated with pydantic.
-
-Everything that describes the upstream world (providers, models, prices, aliases) and
-how the gateway is deployed lives here. Validation happens before anything starts, so a
-bad file fails with a message naming the key path and the offending value instead of a
-replica crash loop later.
-"""
+"""The one YAML configuration file, validated with pydantic: the upstream world (providers,
+models, prices, aliases) and the deployment. A bad file fails before anything starts, with
+a message naming the key path and the offending value."""
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from gateway.domain.environment import environment, secret_from_env
+from gateway.attribution.identity import EndUserIds
+from gateway.attribution.settings import EndUserHashOptions
+from gateway.domain.environment import environment, is_loopback, secret_from_env
+from gateway.domain.prices.sections import (
+    Billing,
+    NonNegDecimal,
+    Prices,
+    Strict,
+)
 from gateway.domain.ray_options import RayOptions
 from gateway.domain.routing_target import RoutingTarget
-
-NonNegDecimal = Annotated[Decimal, Field(ge=0)]
 
 
 class ConfigError(ValueError):
     """A configuration file that cannot be used; the message names key paths and values."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = Strict  # one definition for every section (the price ones live apart)
 
 
 class Timeouts(_Strict):
@@ -49,50 +46,6 @@ class Timeouts(_Strict):
     read: float = Field(default=60.0, gt=0)
     total: float = Field(default=120.0, gt=0)
     stream_total: float = Field(default=600.0, gt=0)
-
-
-class PriceTier(_Strict):
-    """Prices that apply instead of the base ones when the prompt is above a size."""
-
-    above_prompt_tokens: int = Field(gt=0)
-    input: NonNegDecimal
-    cached_input: NonNegDecimal | None = None
-    output: NonNegDecimal
-
-
-class Prices(_Strict):
-    """Per 1M tokens, in the currency of whoever publishes them (USD for list prices).
-
-    `cache_write` is what a prompt token written to the provider's cache costs (Anthropic
-    bills it above the input rate); `output` may be left out only for an embedding model,
-    which is billed on its input alone."""
-
-    effective_from: dt.date = dt.date(2026, 1, 1)
-    input: NonNegDecimal
-    cached_input: NonNegDecimal | None = None
-    cache_write: NonNegDecimal | None = None
-    output: NonNegDecimal = Decimal(0)
-    reasoning: NonNegDecimal | None = None
-    tiers: tuple[PriceTier, ...] = ()
-
-
-class Billing(_Strict):
-    """How a provider bills: list price × multiplier, or a table of its own, in a currency.
-
-    `fx_per_usd` is how many units of `currency` buy one USD (7.3 for CNY), so
-    cost_usd = cost_in_currency / fx_per_usd.
-    """
-
-    currency: str = Field(default="USD", min_length=3, max_length=3)
-    fx_per_usd: Decimal = Field(default=Decimal(1), gt=0)
-    multiplier: NonNegDecimal = Decimal(1)
-    # upstream model id -> prices in `currency`, used instead of list × multiplier
-    price_table: dict[str, Prices] = Field(default_factory=dict)
-
-    @field_validator("currency")
-    @classmethod
-    def _upper(cls, v: str) -> str:
-        return v.upper()
 
 
 class Provider(_Strict):
@@ -127,6 +80,9 @@ class Model(_Strict):
     # prompt + output tokens the model takes (the provider's published limit); none: no
     # check, the upstream decides (gateway.domain.context_trim)
     context_window: int | None = Field(default=None, gt=0)
+    # the most built-in tool calls (web searches) a request may make when it sets no
+    # `max_tool_calls` (Responses) or `max_uses` (Anthropic's tool): a budget's worst case
+    max_tool_calls: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _output_price_for_chat(self) -> Model:
@@ -147,6 +103,12 @@ class Alias(_Strict):
     # a conversation over the window: refused, or trimmed (gateway.domain.context_trim);
     # the request's x-costgate-trim header overrides it
     trim: Literal["error", "drop_oldest", "middle_out"] = "error"
+    # `quality`: the cheapest candidate whose feedback score over the window is at least
+    # min_quality; the weights while fewer than min_feedback scores (gateway.routing.policy)
+    policy: Literal["weighted", "quality"] = "weighted"
+    min_quality: float = Field(default=0.8, ge=0, le=1)
+    quality_window: str = Field(default="7d", pattern=r"^[1-9][0-9]{0,2}d$")
+    min_feedback: int = Field(default=50, ge=1)
 
     @field_validator("candidates")
     @classmethod
@@ -189,10 +151,8 @@ class GatewayOptions(_Strict):
     # Serve's per-request access log: the ledger already holds every request, and the
     # log line costs CPU on the request path
     access_log: bool = False
-    # Serve's own per-request HTTP metrics in HAProxy mode (serve_num_http_requests and
-    # its latency, in Ray's metrics): HAProxy sends Serve's HAProxy manager a line per
-    # request, which it parses in Python, 0.1-0.3 ms of CPU per request on 2 cores, for
-    # counts costgate's /metrics already has (docs/PERFORMANCE.md)
+    # Serve's own per-request HTTP metrics in HAProxy mode: 0.1-0.3 ms of CPU per request
+    # (parsed in Python) for counts costgate's /metrics already has (docs/PERFORMANCE.md)
     serve_http_metrics: bool = False
     # how long Serve lets a replica that is shutting down (downscale, redeploy, `costgate
     # down`) finish: it drains the requests in flight, then flushes the ledger, then is
@@ -202,12 +162,10 @@ class GatewayOptions(_Strict):
     # replica shuts down at once whatever this says
     graceful_shutdown_timeout_s: float = Field(default=920.0, ge=15)
     # HAProxy mode: how long a replica shutting down still takes connections (Serve's
-    # RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S). Each `down` waits it out; shorter
-    # ones cost rows in a chaos scenario (docs/TESTING.md): keep Serve's 30 s for now
+    # ..._MIN_DRAINING_PERIOD_S); shorter ones cost rows in a chaos scenario (TESTING.md)
     drain_period_s: float = Field(default=30.0, ge=0)
-    # at shutdown, rows that neither PostgreSQL nor the spool's disk takes (an outage and
-    # a full disk at once) are tried on both this much longer before they count as lost.
-    # Only that case waits; what drained before it comes out of graceful_shutdown_timeout_s
+    # at shutdown, rows that neither PostgreSQL nor the spool's disk takes (an outage and a
+    # full disk) are tried this much longer before they count as lost; only that case waits
     ledger_stranded_wait_s: float = Field(default=120.0, ge=0)
     # every request needs a gateway key (Authorization: Bearer ...). Off, a request
     # without one is `anonymous`, but a key that is presented must still be a valid one
@@ -236,12 +194,31 @@ class CacheOptions(_Strict):
     redis_timeout_s: float = Field(default=0.05, gt=0)
 
 
-class LedgerOptions(_Strict):
+class BatchOptions(_Strict):
+    """The batch APIs (docs/BATCHES.md); files_dir None: `<state dir>/files`."""
+
+    files_dir: str | None = None
+    max_file_bytes: int = Field(default=200 * 1024 * 1024, gt=0)  # OpenAI's own limit
+    max_lines: int = Field(default=50_000, gt=0)
+    poll_s: float = Field(default=5.0, gt=0)  # how often the poll lease's holder asks
+
+
+class LedgerOptions(_Strict, EndUserHashOptions):
     # raw rows older than this many days are pruned by `costgate rollups prune`, their
     # hourly and daily rollups kept (docs/ROLLUPS.md); None: every raw row is kept
     retention_days: int | None = Field(default=None, ge=1)
     # how often replicas reload dated FX rates (`costgate fx add`): never per request
     fx_refresh_s: float = Field(default=60.0, gt=0)
+
+    def end_user_ids(self) -> EndUserIds:
+        """End users as stored. Raises ValueError when hashing is on and its variable is
+        unset: ids must never be stored in the clear by mistake."""
+        name = self.end_user_key_env()
+        if name is None:
+            return EndUserIds()
+        if not (secret := secret_from_env(name)):
+            raise ValueError(f"ledger.end_user_hash_key_env: the variable {name} is not set")
+        return EndUserIds(secret.encode())
 
 
 class Config(_Strict):
@@ -253,6 +230,7 @@ class Config(_Strict):
     # where `costgate routing set` and the dashboard send a live change (Serve or KubeRay)
     routing: RoutingTarget = RoutingTarget()
     ledger: LedgerOptions = LedgerOptions()
+    batches: BatchOptions = BatchOptions()  # Files, Batch and Message Batches APIs
     # behaviour of the upstream simulator; free-form here, validated by gateway.devtools.sim
     sim: dict[str, Any] = Field(default_factory=dict)
 
@@ -335,16 +313,6 @@ class Config(_Strict):
 
     def public_names(self) -> list[str]:
         return [m.name for m in self.models] + list(self.aliases)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether only this machine can reach a server bound to `host`."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve anywhere
 
 
 def _unique(path: str, names: list[str]) -> None:

@@ -16,6 +16,7 @@ class Endpoint(StrEnum):
     EMBEDDINGS = "embeddings"  # POST /v1/embeddings
     RESPONSES = "responses"  # POST /v1/responses
     MESSAGES = "messages"  # POST /v1/messages (Anthropic's API)
+    BATCH = "batch"  # one line of a batch (/v1/batches, /v1/messages/batches)
 
 
 # What each kind of model can serve at most (its provider's adapter may serve less).

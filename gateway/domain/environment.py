@@ -14,7 +14,10 @@ Provider keys and static gateway keys are named by the YAML config (`api_key_env
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import os
+import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -65,6 +68,9 @@ class Environment(BaseSettings):
 
     # the ledger; unset means the embedded PostgreSQL under the state dir
     database_url: SecretStr | None = Field(default=None, validation_alias="DATABASE_URL")
+    # optional: a streaming replica of it, for reads of the ledger only (the dashboard,
+    # the usage API, reports and exports); the writer, budgets and keys use the primary
+    database_read_url: SecretStr | None = Field(default=None, validation_alias="DATABASE_READ_URL")
     config_path: Path | None = Field(default=None, validation_alias="COSTGATE_CONFIG")
     state_dir_override: Path | None = Field(default=None, validation_alias="COSTGATE_STATE_DIR")
     # dashboard sign-ins: `name:role:hash,...` and/or a file of such lines
@@ -85,6 +91,11 @@ class Environment(BaseSettings):
     # how long a dashboard sign-in lasts (the cookie's and the server session's expiry)
     dashboard_session_hours: float = Field(
         default=12, gt=0, le=24 * 30, validation_alias="COSTGATE_DASHBOARD_SESSION_HOURS"
+    )
+    # proxies (addresses or CIDRs, comma-separated) whose X-Forwarded-For the dashboard's
+    # sign-in throttle believes; unset, the connection's own address counts
+    dashboard_trusted_proxies: str = Field(
+        default="", validation_alias="COSTGATE_DASHBOARD_TRUSTED_PROXIES"
     )
     # overrides for a dashboard that runs apart from the gateway (containers, k8s)
     gateway_url_override: str | None = Field(default=None, validation_alias="COSTGATE_GATEWAY_URL")
@@ -116,6 +127,10 @@ class Environment(BaseSettings):
     @property
     def database_url_value(self) -> str | None:
         return self.database_url.get_secret_value() if self.database_url else None
+
+    @property
+    def database_read_url_value(self) -> str | None:
+        return self.database_read_url.get_secret_value() if self.database_read_url else None
 
     @property
     def config_file(self) -> Path:
@@ -183,6 +198,31 @@ def ray_token_file(state_dir: Path) -> Path:
     return state_dir / RAY_TOKEN_FILE
 
 
+TEMP_SUFFIX_FILE = "ray-temp-suffix"
+
+
+def private_temp_suffix(state_dir: Path) -> str:
+    """The random part of the folders this state dir's Ray head keeps in /tmp (Ray's temp
+    dir, HAProxy's files): made once, kept in the state dir (mode 600), so that nobody
+    else on the machine can predict them and lay a folder or a link there first. /tmp
+    because Ray's and HAProxy's socket paths must stay under ~100 characters. A head
+    started before this kept the state dir's digest: one that still runs keeps it."""
+    path = state_dir / TEMP_SUFFIX_FILE
+    known = _read_token(path)
+    if known is not None and known.isalnum():
+        return known
+    old = hashlib.sha1(str(state_dir.resolve()).encode()).hexdigest()[:10]
+    suffix = old if Path(f"/tmp/costgate-ray-{old}").exists() else secrets.token_hex(5)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process made it first: theirs counts
+        return private_temp_suffix(state_dir)
+    with os.fdopen(fd, "w") as out:
+        out.write(suffix)
+    return suffix
+
+
 def _read_token(path: Path) -> str | None:
     try:
         return path.read_text().strip() or None
@@ -232,3 +272,13 @@ def secret_problems(environ: Mapping[str, str], names: Iterable[str]) -> list[st
 def secret_from_env(name: str) -> str | None:
     """A secret the config names by its variable (provider keys, static gateway keys)."""
     return os.environ.get(name) or None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach a server bound to `host`."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere

@@ -17,6 +17,12 @@ Token rules (usage as OpenAI reports it):
   highest such tier's input, cached and output rates apply to the whole request; in a
   tier, reasoning is charged at the tier's output rate and cache writes at the base rate.
 
+Service tiers and tool fees: a version's rates may hold a price per service tier (OpenAI's
+`flex`, `priority`), which replaces the base rates for a request the provider answered at
+that tier (long-prompt tiers apply inside it), and a fee per built-in tool call (web
+search), added per call the provider reports. A tier or a tool call without a price makes
+the request's cost unknown (`PriceUnavailable`), never the base price or $0.
+
 Rounding: each amount is computed exactly, then rounded once to 10 decimal places
 (ROUND_HALF_EVEN, banker's rounding, so sums over many records carry no upward bias),
 which is the scale of the ledger's NUMERIC(20, 10) columns. The USD amount of a bill in
@@ -34,173 +40,33 @@ import dataclasses
 import datetime as dt
 import json
 import uuid
-from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+from decimal import Decimal, localcontext
 from functools import cached_property
 
-from gateway.domain.config import Config, Model, Prices, PriceTier, Provider
+from gateway.domain.config import Config, Model, Provider
+from gateway.domain.prices.rates import (
+    _CONTEXT,
+    MONEY_PLACES,
+    PER_TOKENS,
+    QUANTUM,
+    TOKEN_CLASSES,
+    PriceUnavailable,
+    Rates,
+    Tier,
+    TokenUsage,
+    _canon,
+    quantize_money,
+    service_tier_name,
+)
 
-MONEY_PLACES = 10
-QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)  # 1E-10
-PER_TOKENS = Decimal(1_000_000)  # prices are per 1M tokens
-# ample for token counts × prices / FX before the single final rounding
-_CONTEXT = Context(prec=50, rounding=ROUND_HALF_EVEN)
-
-# the token classes priced apart, in the order the ledger and the dashboard show them
-TOKEN_CLASSES = ("input", "cached_input", "cache_write", "output", "reasoning")
+__all__ = [
+    "MONEY_PLACES", "PER_TOKENS", "PRICE_VERSION_NAMESPACE", "QUANTUM", "TOKEN_CLASSES",
+    "PriceCatalog", "PriceUnavailable", "PriceVersion", "Pricing", "Rates", "Tier",
+    "TokenUsage", "price_version_for", "quantize_money", "service_tier_name",
+]  # fmt: skip
 
 # Fixed forever: changing it would change every price version id.
 PRICE_VERSION_NAMESPACE = uuid.UUID("8f6f3e36-5a0e-4c4e-9a51-3c0a7d1b2e90")
-
-
-class PriceUnavailable(LookupError):
-    """No price version for a model (unknown, or configured without list prices)."""
-
-
-def quantize_money(amount: Decimal) -> Decimal:
-    with localcontext(_CONTEXT):
-        return amount.quantize(QUANTUM, rounding=ROUND_HALF_EVEN)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TokenUsage:
-    """Token counts of one request, as OpenAI's usage reports them (see module docstring)."""
-
-    prompt_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    def __post_init__(self) -> None:
-        for name in _TOKEN_FIELDS:  # every request makes one or two: fields() read once
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} is negative: {getattr(self, name)}")
-        if self.cached_prompt_tokens + self.cache_write_tokens > self.prompt_tokens:
-            raise ValueError(
-                "cached and cache-write tokens exceed prompt_tokens, which include them"
-            )
-        if self.reasoning_tokens > self.completion_tokens:
-            raise ValueError("reasoning_tokens exceed completion_tokens, which include them")
-
-
-_TOKEN_FIELDS = tuple(f.name for f in dataclasses.fields(TokenUsage))
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Tier:
-    above_prompt_tokens: int
-    input: Decimal
-    cached_input: Decimal | None
-    output: Decimal
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Rates:
-    """Prices per 1M tokens in one currency."""
-
-    input: Decimal
-    cached_input: Decimal | None = None
-    cache_write: Decimal | None = None
-    output: Decimal = Decimal(0)
-    reasoning: Decimal | None = None
-    tiers: tuple[Tier, ...] = ()
-
-    @classmethod
-    def from_prices(cls, p: Prices | PriceTier) -> Rates:
-        if isinstance(p, PriceTier):
-            return cls(input=p.input, cached_input=p.cached_input, output=p.output)
-        tiers = tuple(
-            Tier(t.above_prompt_tokens, t.input, t.cached_input, t.output)
-            for t in sorted(p.tiers, key=lambda t: t.above_prompt_tokens)
-        )
-        return cls(p.input, p.cached_input, p.cache_write, p.output, p.reasoning, tiers)
-
-    def scaled(self, factor: Decimal) -> Rates:
-        def s(v: Decimal | None) -> Decimal | None:
-            return None if v is None else v * factor
-
-        tiers = tuple(
-            Tier(t.above_prompt_tokens, t.input * factor, s(t.cached_input), t.output * factor)
-            for t in self.tiers
-        )
-        return Rates(
-            self.input * factor,
-            s(self.cached_input),
-            s(self.cache_write),
-            self.output * factor,
-            s(self.reasoning),
-            tiers,
-        )
-
-    def for_prompt(self, prompt_tokens: int) -> Rates:
-        """The rates that apply to a request with this many prompt tokens (tiers resolved)."""
-        tier = None
-        for t in self.tiers:  # sorted ascending
-            if prompt_tokens > t.above_prompt_tokens:
-                tier = t
-        if tier is None:
-            return self
-        return Rates(
-            input=tier.input,
-            cached_input=tier.cached_input,
-            cache_write=self.cache_write,
-            output=tier.output,
-            reasoning=None,  # in a tier, reasoning follows the tier's output rate
-        )
-
-    def class_costs(self, usage: TokenUsage) -> dict[str, Decimal]:
-        """Exact (unrounded) cost of each token class of `usage` at these rates: uncached
-        input, cached input, cache writes, visible output, reasoning (`TOKEN_CLASSES`).
-        An embedding's usage has prompt tokens only, so only its input is charged."""
-        r = self.for_prompt(usage.prompt_tokens)
-        uncached = usage.prompt_tokens - usage.cached_prompt_tokens - usage.cache_write_tokens
-        visible_output = usage.completion_tokens - usage.reasoning_tokens
-        with localcontext(_CONTEXT):
-            return {
-                "input": uncached * r.input / PER_TOKENS,
-                "cached_input": usage.cached_prompt_tokens
-                * _or(r.cached_input, r.input)
-                / PER_TOKENS,
-                "cache_write": usage.cache_write_tokens * _or(r.cache_write, r.input) / PER_TOKENS,
-                "output": visible_output * r.output / PER_TOKENS,
-                "reasoning": usage.reasoning_tokens * _or(r.reasoning, r.output) / PER_TOKENS,
-            }
-
-    def cost(self, usage: TokenUsage) -> Decimal:
-        """Exact (unrounded) cost of `usage` at these rates: the sum of its classes."""
-        with localcontext(_CONTEXT):
-            return sum(self.class_costs(usage).values(), Decimal(0))
-
-    def canonical(self) -> dict[str, object]:
-        return {
-            "input": _canon(self.input),
-            "cached_input": _canon(self.cached_input),
-            "cache_write": _canon(self.cache_write),
-            "output": _canon(self.output),
-            "reasoning": _canon(self.reasoning),
-            "tiers": self.tiers_json(),
-        }
-
-    def tiers_json(self) -> list[dict[str, object]]:
-        """Tiers as stored in price_versions.*_tiers: decimal strings, never floats."""
-        return [
-            {
-                "above_prompt_tokens": t.above_prompt_tokens,
-                "input": _canon(t.input),
-                "cached_input": _canon(t.cached_input),
-                "output": _canon(t.output),
-            }
-            for t in self.tiers
-        ]
-
-
-def _or(v: Decimal | None, default: Decimal) -> Decimal:
-    return default if v is None else v
-
-
-def _canon(v: Decimal | None) -> str | None:
-    # 8, 8.0 and 8.00 are the same price and must give the same version id
-    return None if v is None else format(v.normalize(), "f")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,6 +125,8 @@ def _rounded(r: Rates) -> Rates:
         quantize_money(r.output),
         q(r.reasoning),
         tiers,
+        tuple((name, _rounded(t)) for name, t in r.service_tiers),
+        tuple((name, quantize_money(fee)) for name, fee in r.tool_fees),
     )
 
 
@@ -307,6 +175,8 @@ class Pricing:
     list_cost_usd: Decimal
     baseline_model: str | None
     baseline_cost_usd: Decimal | None  # None without a baseline or without its price
+    # the part of actual_cost that is built-in tool calls' fees (in billing_currency)
+    tool_fee_cost: Decimal = Decimal(0)
 
     @property
     def savings_usd(self) -> Decimal:
@@ -349,11 +219,15 @@ class PriceCatalog:
         with localcontext(_CONTEXT):
             actual = v.billed_rates.cost(usage)
             actual_usd = actual / v.fx_per_usd
+            fee = v.billed_rates.tool_fee_cost(usage)
         baseline_cost = None
         if baseline_model is not None:
             b = self.versions.get(baseline_model)
             if b is not None:
-                baseline_cost = quantize_money(b.list_rates.cost(usage))
+                try:
+                    baseline_cost = quantize_money(b.list_rates.cost(usage))
+                except PriceUnavailable:
+                    baseline_cost = None  # the baseline has no price for this tier or tool
         return Pricing(
             price_version_id=v.id,
             billing_currency=v.billing_currency,
@@ -362,4 +236,5 @@ class PriceCatalog:
             list_cost_usd=quantize_money(v.list_rates.cost(usage)),
             baseline_model=baseline_model,
             baseline_cost_usd=baseline_cost,
+            tool_fee_cost=quantize_money(fee),
         )

@@ -8,6 +8,7 @@ fails the same way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -22,6 +23,7 @@ from pydantic import (
 )
 
 from gateway.domain.config import Config, format_validation_error
+from gateway.experiments.spec import NAME_PATTERN, Experiment
 
 
 class RoutingError(ValueError):
@@ -89,6 +91,8 @@ class RoutingSettings(_Live):
     breaker: BreakerSettings = BreakerSettings()
     retries: RetrySettings = RetrySettings()
     version: int = Field(default=1, ge=1)
+    # A/B experiments on alias mixes, by name (gateway.experiments; stopped ones kept)
+    experiments: dict[str, Experiment] = Field(default_factory=dict)
 
     @field_validator("aliases")
     @classmethod
@@ -152,7 +156,26 @@ def parse_routing(user_config: dict[str, Any] | None, cfg: Config) -> RoutingSet
     for model in settings.caps:
         if model not in known:
             raise RoutingError(f"caps.{model}: unknown model {model!r}")
+    _check_experiments(settings, cfg)
     return settings
+
+
+def _check_experiments(settings: RoutingSettings, cfg: Config) -> None:
+    running: set[str] = set()
+    for name, exp in settings.experiments.items():
+        where = f"experiments.{name}"
+        if not re.match(NAME_PATTERN, name):
+            raise RoutingError(f"{where}: a name is 1-64 letters, digits, '_', '.' or '-'")
+        if exp.alias not in cfg.aliases:
+            raise RoutingError(f"{where}: unknown alias {exp.alias!r}")
+        for variant, weights in exp.variants.items():
+            for model in weights:
+                if model not in cfg.models_by_name:
+                    raise RoutingError(f"{where}.{variant}: unknown model {model!r}")
+        if exp.stopped_at is None:
+            if exp.alias in running:
+                raise RoutingError(f"{where}: alias {exp.alias!r} already has a running one")
+            running.add(exp.alias)
 
 
 def check_weights(alias: str, weights: Mapping[str, Decimal], cfg: Config) -> None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import bpe_openai
+if TYPE_CHECKING:
+    import bpe_openai
 
 DEFAULT_ENCODING = "o200k_base"
 TOKENS_PER_MESSAGE = 3
@@ -25,6 +26,10 @@ REPLY_PRIMING_TOKENS = 3
 
 @lru_cache(maxsize=16)
 def _encoding(model: str | None) -> bpe_openai.Encoding:
+    # imported on first use: it reads its vocabularies as it is imported (0.6 s), which a
+    # replica does after it answers (`warm_up`), not on its way to start
+    import bpe_openai
+
     name = DEFAULT_ENCODING
     if model:
         try:
@@ -34,12 +39,40 @@ def _encoding(model: str | None) -> bpe_openai.Encoding:
     return bpe_openai.get_encoding(name)
 
 
+def warm_up() -> None:
+    """Load the default vocabulary now (the first estimate then costs no load)."""
+    _encoding(None)
+
+
+# bpe-openai refuses a text of 1,000,000 characters or more, and one call of more than
+# 200,000 tokens: a long text is counted in pieces of at most this many characters (a
+# character is at most 4 byte tokens, so a piece stays under both limits)
+PIECE_CHARS = 32_768
+# a piece ends at the last whitespace within this many characters of its end, so that
+# cutting rarely splits a word (a split word counts a token or two more: still a bound)
+_PIECE_SLACK = 256
+
+
 def count_tokens(text: str, model: str | None = None) -> int:
-    """Tokens in `text`. Special-token markers in it (e.g. `<|endoftext|>`) count as plain
-    text: an estimate must never raise on what a user typed."""
+    """Tokens in `text`, of any length. Special-token markers in it (e.g.
+    `<|endoftext|>`) count as plain text: an estimate must never raise on what a user
+    typed."""
     if not text:
         return 0
-    return len(_encoding(model).encode_ordinary(text))
+    encoding = _encoding(model)
+    if len(text) <= PIECE_CHARS:
+        return len(encoding.encode_ordinary(text))
+    total, start = 0, 0
+    while start < len(text):
+        end = min(start + PIECE_CHARS, len(text))
+        if end < len(text):
+            cut = max(text.rfind(" ", end - _PIECE_SLACK, end),
+                      text.rfind("\n", end - _PIECE_SLACK, end))  # fmt: skip
+            if cut > start:
+                end = cut
+        total += len(encoding.encode_ordinary(text[start:end]))
+        start = end
+    return total
 
 
 def _content_tokens(value: Any, model: str | None) -> int:

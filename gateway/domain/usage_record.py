@@ -13,12 +13,15 @@ import json
 import uuid
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from gateway.domain import json_codec
 from gateway.domain.endpoints import Endpoint
+
+if TYPE_CHECKING:  # pricing builds on this module's types
+    from gateway.domain.pricing import Pricing, TokenUsage
 
 
 class UsageSource(StrEnum):
@@ -73,6 +76,25 @@ class UsageRecord:
     cache_write_tokens: int | None = None  # prompt tokens written to the cache (in prompt)
     cache_hit: bool = False  # answered from the gateway's response cache, not upstream
     trimmed_tokens: int | None = None  # prompt tokens context trimming dropped (None: none)
+    # who and what it served below the key (gateway.attribution): the end user as stored
+    # (plain or an HMAC), the session or trace id, key=value tags (None: none)
+    end_user: str | None = None
+    session_id: str | None = None
+    tags: dict[str, str] | None = None
+    # automatic quality signals (gateway.quality.signals), None where they do not apply:
+    # the upstream's finish reason, a refusal, JSON-mode / structured-output validity, tool
+    # call arguments against their schema; the experiment and variant it was routed by
+    finish_reason: str | None = None
+    refusal: bool | None = None
+    json_valid: bool | None = None
+    tool_args_valid: bool | None = None
+    experiment: str | None = None
+    variant: str | None = None
+    # the service tier the provider served at (None: standard), the web search calls it
+    # reported, and their fees: part of actual_cost, in billing_currency
+    service_tier: str | None = None
+    web_search_calls: int | None = None
+    tool_fee_cost: Decimal | None = None
 
     def to_json(self) -> str:
         return self.to_json_bytes().decode("utf-8")
@@ -112,7 +134,8 @@ class UsageRecord:
                 kw[name] = uuid.UUID(kw[name])
         for name in ("started_at", "ended_at"):
             kw[name] = dt.datetime.fromisoformat(kw[name])
-        for name in ("actual_cost", "actual_cost_usd", "list_cost_usd", "baseline_cost_usd"):
+        for name in ("actual_cost", "actual_cost_usd", "list_cost_usd", "baseline_cost_usd",
+                     "tool_fee_cost"):
             if kw.get(name) is not None:
                 kw[name] = Decimal(kw[name])
         kw["fallback_path"] = tuple(kw.get("fallback_path") or ())
@@ -131,3 +154,28 @@ _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(UsageRecord))
 _DECIMAL_FIELDS = tuple(
     f.name for f in dataclasses.fields(UsageRecord) if "Decimal" in str(f.type)
 )
+
+
+def measured_fields(
+    usage: TokenUsage | None, priced: Pricing | None, baseline: str | None
+) -> dict[str, Any]:
+    """A row's tokens, tier, fees and costs, from its usage and their price (None:
+    unknown, never 0); the live request's row and a batch line's are built alike."""
+    calls = usage.web_search_calls if usage else None
+    return {
+        "prompt_tokens": usage.prompt_tokens if usage else None,
+        "cached_prompt_tokens": usage.cached_prompt_tokens if usage else None,
+        "completion_tokens": usage.completion_tokens if usage else None,
+        "reasoning_tokens": usage.reasoning_tokens if usage else None,
+        "cache_write_tokens": usage.cache_write_tokens if usage else None,
+        "service_tier": usage.service_tier if usage else None,
+        "web_search_calls": calls or None,
+        "tool_fee_cost": priced.tool_fee_cost if priced and calls else None,
+        "price_version_id": priced.price_version_id if priced else None,
+        "billing_currency": priced.billing_currency if priced else None,
+        "actual_cost": priced.actual_cost if priced else None,
+        "actual_cost_usd": priced.actual_cost_usd if priced else None,
+        "list_cost_usd": priced.list_cost_usd if priced else None,
+        "baseline_model": baseline if priced else None,
+        "baseline_cost_usd": priced.baseline_cost_usd if priced else None,
+    }

@@ -46,7 +46,8 @@ class Tokens:
 @dataclasses.dataclass(frozen=True, slots=True)
 class LedgerGroup:
     """Priced ledger rows of one day and one (app, team, key, alias, model, provider,
-    price version, cache hit): their token sums and the costs the ledger stored."""
+    price version, cache hit[, end user or tag value]): their token sums and the costs
+    the ledger stored."""
 
     day: dt.date
     app: str
@@ -62,3 +63,11 @@ class LedgerGroup:
     list_cost_usd: Decimal
     actual_cost: Decimal  # in the version's billing currency
     actual_cost_usd: Decimal
+    # the end user or tag the group was split by (`export focus --split-by`), as FOCUS
+    # Tags pairs: ("costgate:end_user", "u-1") or ("feature", "search"); () when not split
+    tags: tuple[tuple[str, str], ...] = ()
+    # batch lines (endpoint `batch`): billed at the provider's batch rate (docs/BATCHES.md)
+    batch: bool = False
+    # hosted web search calls and their fees (in the billing currency, inside actual_cost)
+    web_search_calls: int = 0
+    tool_fee_cost: Decimal = Decimal(0)

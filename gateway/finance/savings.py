@@ -3,7 +3,7 @@
 The headline is *saved against no costgate*: what the same requests would have cost
 without the gateway, minus what the providers billed. Without costgate an app calls the
 alias's baseline model (or the model it named) at the official list price, and pays
-the full input rate for every prompt token. Four steps lead from that cost down to the
+the full input rate for every prompt token. Five steps lead from that cost down to the
 bill, each a sum of ledger columns over the priced requests (docs/SAVINGS.md):
 
 - routing: baseline list cost − list cost of the model that served the request
@@ -12,10 +12,12 @@ bill, each a sum of ledger columns over the priced requests (docs/SAVINGS.md):
   served model's price version (what provider-side prompt caching took off the list);
 - provider price & FX: list cost − billed cost in USD of the requests an upstream
   answered (the provider's own table or multiplier, its currency and FX rate);
+- batch discount: list − billed of the batch lines (endpoint `batch`): the provider's
+  batch rate against the live list price of the same tokens (docs/BATCHES.md);
 - cache hits: the list cost of the answers the response cache served (billed 0).
 
 So no_costgate = list + routing + cached, and no_costgate − billed = routing + cached +
-provider + cache hits exactly, in Decimal. Requests with an unknown cost take no part
+provider + batch + cache hits exactly, in Decimal. Requests with an unknown cost take no part
 (their cost is shown as unknown elsewhere), so the four steps stay over one population.
 
 Cents: the waterfall rounds the *running sum* of its steps to cents (half-even) and
@@ -36,11 +38,12 @@ _EXACT = Context(prec=60, rounding=ROUND_HALF_EVEN)
 ZERO = Decimal(0)
 
 # the waterfall's steps, in the order they are taken off the no-costgate cost
-STEPS = ("routing", "cached_tokens", "provider_price_fx", "cache_hits")
+STEPS = ("routing", "cached_tokens", "provider_price_fx", "batch_discount", "cache_hits")
 STEP_LABELS = {
     "routing": "Routing",
     "cached_tokens": "Cached tokens",
     "provider_price_fx": "Provider price & FX",
+    "batch_discount": "Batch discount",
     "cache_hits": "Cache hits",
 }
 
@@ -54,6 +57,7 @@ class LedgerSums:
     routing_usd: Decimal | None  # coalesce(baseline_cost_usd, list_cost_usd) − list_cost_usd
     cached_tokens_usd: Decimal | None  # cached tokens × (list input − list cached input)
     cache_hits_usd: Decimal | None  # list − billed of the response-cache hits
+    batch_usd: Decimal | None = None  # list − billed of the batch lines
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,10 +110,10 @@ def _d(v: Decimal | None) -> Decimal:
 
 
 def decompose(sums: LedgerSums) -> Savings:
-    """The no-costgate cost, the bill and the four steps between them (module docstring)."""
+    """The no-costgate cost, the bill and the five steps between them (module docstring)."""
     list_usd, billed = _d(sums.list_usd), _d(sums.billed_usd)
     routing, cached = _d(sums.routing_usd), _d(sums.cached_tokens_usd)
-    hits = _d(sums.cache_hits_usd)
+    hits, batch = _d(sums.cache_hits_usd), _d(sums.batch_usd)
     with localcontext(_EXACT):
         return Savings(
             no_costgate_usd=list_usd + routing + cached,
@@ -117,7 +121,8 @@ def decompose(sums: LedgerSums) -> Savings:
             steps={
                 "routing": routing,
                 "cached_tokens": cached,
-                "provider_price_fx": list_usd - billed - hits,
+                "provider_price_fx": list_usd - billed - hits - batch,
+                "batch_discount": batch,
                 "cache_hits": hits,
             },
         )
@@ -129,6 +134,7 @@ def record_sums(
     baseline_usd: Decimal | None,
     cached_tokens_usd: Decimal | None,
     cache_hit: bool,
+    batch: bool = False,
 ) -> LedgerSums:
     """One ledger row's contribution (what the SQL sums row by row); an unpriced row
     (unknown list or billed cost) contributes nothing."""
@@ -141,6 +147,7 @@ def record_sums(
         routing_usd=routing,
         cached_tokens_usd=cached_tokens_usd or ZERO,
         cache_hits_usd=list_usd - billed_usd if cache_hit else ZERO,
+        batch_usd=list_usd - billed_usd if batch else ZERO,
     )
 
 

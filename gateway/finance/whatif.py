@@ -23,6 +23,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Context, Decimal, InvalidOperation, localcontext
+from typing import Any
 
 from gateway.domain.pricing import PriceVersion, Rates, quantize_money
 from gateway.finance.ledger_groups import LedgerGroup
@@ -189,7 +190,7 @@ def parse_prices(text: str, current: Rates) -> tuple[str, Rates]:
     model, sep, fields = text.partition(":")
     if not sep or not model.strip():
         raise ValueError(f"expected model:input=X,output=Y, got {text!r}")
-    changes: dict[str, Decimal] = {}
+    changes: dict[str, Any] = {}  # token rate fields only (RATE_FIELDS)
     for part in fields.split(","):
         name, eq, value = part.partition("=")
         if not eq or name.strip() not in RATE_FIELDS:

@@ -1,7 +1,7 @@
 """The ledger writer's one connection to PostgreSQL: a batch in one transaction, or row by row.
 
 A batch goes as one binary COPY into a temporary table and one
-`INSERT ... SELECT ... ON CONFLICT (request_id) DO NOTHING`, so a retried batch never
+`INSERT ... SELECT ... ON CONFLICT (request_id, started_at) DO NOTHING`, so a retried batch never
 duplicates a row. The COPY yields to the event loop every hundred rows. How a record
 becomes a row is `gateway.ledger.rows`.
 
@@ -24,6 +24,7 @@ import psycopg
 from psycopg import sql
 
 from db.engine import libpq_url
+from db.partitions.sql import ENSURE_SQL
 from gateway.domain.usage_record import UsageRecord
 from gateway.ledger.rows import COLUMNS, COPY_TYPES, record_row
 
@@ -47,11 +48,13 @@ _CREATE_STAGING = sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {s} ({d}) ON COMMIT D
 _COPY = sql.SQL("COPY {s} ({c}) FROM STDIN (FORMAT BINARY)").format(
     s=sql.Identifier(STAGING), c=_COLS
 )
+# the primary key holds the partition key (db/partitions): a replayed row has the
+# started_at it was first written with, so this still skips it
 _MERGE = sql.SQL(
-    "INSERT INTO {t} ({c}) SELECT {c} FROM {s} ON CONFLICT (request_id) DO NOTHING"
+    "INSERT INTO {t} ({c}) SELECT {c} FROM {s} ON CONFLICT (request_id, started_at) DO NOTHING"
 ).format(t=sql.Identifier(TABLE), s=sql.Identifier(STAGING), c=_COLS)
 _INSERT_ONE = sql.SQL(
-    "INSERT INTO {t} ({c}) VALUES ({p}) ON CONFLICT (request_id) DO NOTHING"
+    "INSERT INTO {t} ({c}) VALUES ({p}) ON CONFLICT (request_id, started_at) DO NOTHING"
 ).format(t=sql.Identifier(TABLE), c=_COLS, p=sql.SQL(", ").join(sql.Placeholder() * len(COLUMNS)))
 
 # the database refusing a value: that row's fault, not the database's state. A value of
@@ -72,6 +75,13 @@ def _cannot_encode(err: psycopg.Error) -> bool:
     return isinstance(err, psycopg.ProgrammingError) and err.sqlstate is None
 
 
+# the weekly partitions ahead of now: checked when the writer connects and hourly after,
+# on its own connection between batches (never on a request's path); creating a week
+# happens once a week, four weeks ahead, so no row waits for it
+_ENSURE_PARTITIONS = ENSURE_SQL
+_ENSURE_EVERY_S = 3600.0
+
+
 class TransientDbError(Exception):
     """The database could not take the batch now; keep the rows and retry."""
 
@@ -84,6 +94,7 @@ class LedgerDatabase:
         self._write_timeout = write_timeout_s
         self._connect_timeout = connect_timeout_s
         self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._ensured_at = float("-inf")
 
     async def write(self, records: list[UsageRecord]) -> list[UsageRecord]:
         """Commit `records`; return the ones refused for their content (not written).
@@ -130,8 +141,20 @@ class LedgerDatabase:
             await self._conn.execute(_CREATE_STAGING)
         return self._conn
 
+    async def _ensure_partitions(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self._ensured_at < _ENSURE_EVERY_S:
+            return
+        self._ensured_at = now
+        try:
+            await conn.execute(_ENSURE_PARTITIONS)
+        except psycopg.Error as err:  # maintenance: the batch goes on (the default
+            # partition takes any row whose week is missing) and the next hour retries
+            log.warning("could not create the ledger's partitions ahead: %s", type(err).__name__)
+
     async def _copy_merge(self, records: list[UsageRecord]) -> None:
         conn = await self._connection()
+        await self._ensure_partitions(conn)
         async with conn.transaction():
             cur = conn.cursor()
             async with cur.copy(_COPY) as copy:

@@ -13,6 +13,8 @@ import enum
 import operator
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from gateway.domain.usage_record import UsageRecord
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(UsageRecord))
@@ -20,6 +22,7 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(UsageRecord)
 _GET_COLUMNS = operator.attrgetter(*COLUMNS)
 _ENUM_COLUMNS = tuple(COLUMNS.index(c) for c in ("status", "usage_source", "endpoint"))
 _FALLBACK_PATH = COLUMNS.index("fallback_path")
+_TAGS = COLUMNS.index("tags")
 
 
 def record_row(r: UsageRecord) -> list[Any]:
@@ -30,12 +33,15 @@ def record_row(r: UsageRecord) -> list[Any]:
             row[i] = row[i].value
     # psycopg adapts lists, not tuples, to PostgreSQL arrays
     row[_FALLBACK_PATH] = list(row[_FALLBACK_PATH])
+    if row[_TAGS] is not None:
+        row[_TAGS] = Jsonb(row[_TAGS])
     return row
 
 
 def _copy_types() -> list[str]:
     """PostgreSQL type names of the columns, from the model, for binary COPY."""
     from sqlalchemy import ARRAY, Boolean, DateTime, Integer, Numeric, Text, Uuid
+    from sqlalchemy.dialects.postgresql import JSONB
 
     from db.models import UsageRow
 
@@ -47,6 +53,7 @@ def _copy_types() -> list[str]:
         (Integer, "int4"),
         (Boolean, "bool"),
         (Text, "text"),
+        (JSONB, "jsonb"),
     ]
     table = UsageRow.__table__
     return [

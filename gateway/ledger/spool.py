@@ -54,6 +54,7 @@ from gateway.ledger.spool_files import (
     claim,
     create_locked,
     fsync_dir,
+    open_private,
     read_batch,
 )
 
@@ -211,7 +212,7 @@ class Spool:
             except (TypeError, ValueError, AttributeError):
                 lines.append(repr(r))  # evidence for a person, not a row to replay
         try:
-            with self._lock, open(path, "a", encoding="utf-8") as f:
+            with self._lock, open(path, "a", encoding="utf-8", opener=open_private) as f:
                 f.writelines(line + "\n" for line in lines)
                 f.flush()
                 os.fsync(f.fileno())
@@ -307,9 +308,8 @@ class Spool:
             try:
                 if self._quarantine_fd is None:
                     path = self.directory / f"{QUARANTINE_PREFIX}{os.getpid()}-{self.token}.jsonl"
-                    self._quarantine_fd = os.open(
-                        path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
-                    )
+                    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+                    self._quarantine_fd = open_private(str(path), flags)
                     fsync_dir(self.directory)
                 append_durably(self._quarantine_fd, data)
             except OSError as err:

@@ -73,6 +73,14 @@ def try_lock(path: Path) -> int | None:
     return None
 
 
+FILE_MODE = 0o600
+
+
+def open_private(path: str, flags: int) -> int:
+    """`open()`'s opener for a file only this user reads (a new one is made 600)."""
+    return os.open(path, flags, FILE_MODE)
+
+
 def create_locked(path: Path) -> int:
     """Create `path` (it must not exist), lock it, and fsync its directory.
 
@@ -80,7 +88,8 @@ def create_locked(path: Path) -> int:
     writer adopted the new, empty file in the instant between create and lock: the
     caller tries again under another name.
     """
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    # 600: rows name apps, end users and tags; this user's replicas are the only readers
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         if not _same_file(path, fd):

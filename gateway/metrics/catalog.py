@@ -229,6 +229,13 @@ CACHE_BYTES = MetricDef(
     "Bytes of cache entries, by direction: stored (written) or served (read on a hit).",
     ("direction",),
 )  # fmt: skip
+CACHE_INDEX = MetricDef(
+    "costgate_cache_index", Kind.COUNTER,
+    "The shared cache's key index in each replica, by event: learned (keys heard from a "
+    "store, any replica's, or loaded when it started listening), absent (misses answered "
+    "without asking the table).",
+    ("event",),
+)  # fmt: skip
 CACHE_HELD_BYTES = MetricDef(
     "costgate_cache_held_bytes", Kind.GAUGE,
     "Bytes held by the replicas' in-memory caches (0 with Redis: it is Redis's memory).",
@@ -242,6 +249,7 @@ ALL_METRICS: tuple[MetricDef, ...] = (
     WRITER_SPOOL, WRITER_ALIVE, WRITER_RESTARTS, WRITER_QUARANTINED, WRITER_SPOOL_ERRORS,
     WRITER_JOURNAL_ERRORS, REPORTING_REPLICAS,
     CACHE_LOOKUPS, CACHE_BYPASSES, CACHE_SKIPS, CACHE_STORED, CACHE_BYTES, CACHE_HELD_BYTES,
+    CACHE_INDEX,
 )  # fmt: skip
 METRICS_BY_NAME: dict[str, MetricDef] = {m.name: m for m in ALL_METRICS}
 
@@ -275,6 +283,8 @@ CACHE_STAT_SERIES: dict[str, tuple[MetricDef, tuple[str, ...]]] = {
     "bytes_stored": (CACHE_BYTES, ("stored",)),
     "bytes_served": (CACHE_BYTES, ("served",)),
     "bytes": (CACHE_HELD_BYTES, ()),
+    "absent": (CACHE_INDEX, ("absent",)),
+    "learned": (CACHE_INDEX, ("learned",)),
 }
 
 BREAKER_STATES = {0: "closed", 1: "open", 2: "half_open"}

@@ -33,6 +33,7 @@ import weakref
 from decimal import Decimal
 from typing import Protocol
 
+from gateway.domain.endpoints import Endpoint
 from gateway.domain.environment import environment
 from gateway.domain.usage_record import RequestStatus, UsageRecord
 from gateway.metrics.catalog import (
@@ -214,9 +215,10 @@ class ReplicaMetrics:
                 incs.append((SAVINGS_USD, req, saved))
             elif saved < 0:
                 incs.append((NEGATIVE_SAVINGS_USD, req, -saved))
-        observations: list[tuple[MetricDef, tuple[str, ...], int]] = [
-            (REQUEST_DURATION, (model, provider, sc), record.latency_ms)
-        ]
+        # a batch line's "duration" is its batch's hours in a queue: not a latency
+        observations: list[tuple[MetricDef, tuple[str, ...], int]] = (
+            [] if record.endpoint is Endpoint.BATCH
+            else [(REQUEST_DURATION, (model, provider, sc), record.latency_ms)])  # fmt: skip
         if record.ttft_ms is not None:
             observations.append((TTFT, (model, provider), record.ttft_ms))
         self._store.add_all(incs, observations)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gateway.domain.pricing import TokenUsage
+from gateway.domain.pricing import TokenUsage, service_tier_name
 from gateway.providers.translation import count, dumps, obj, parse_arguments
 
 STOP_TO_FINISH = {
@@ -37,11 +37,17 @@ def usage_from_anthropic(usage: Any) -> TokenUsage | None:
         return None
     read = count(usage.get("cache_read_input_tokens"))
     written = count(usage.get("cache_creation_input_tokens"))
+    server_tools = usage.get("server_tool_use")
+    searches = (
+        count(server_tools.get("web_search_requests")) if isinstance(server_tools, dict) else 0
+    )
     return TokenUsage(
         prompt_tokens=count(usage.get("input_tokens")) + read + written,
         cached_prompt_tokens=read,
         cache_write_tokens=written,
         completion_tokens=count(usage.get("output_tokens")),
+        web_search_calls=searches,
+        service_tier=service_tier_name(usage.get("service_tier")),
     )
 
 

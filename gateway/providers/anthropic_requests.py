@@ -28,7 +28,7 @@ TO_CHAT = "Anthropic messages to an OpenAI-compatible upstream"
 
 _CHAT_MAPPED = frozenset({
     "model", "messages", "max_tokens", "max_completion_tokens", "stop", "temperature", "top_p",
-    "tools", "tool_choice", "parallel_tool_calls", "user", "stream",
+    "tools", "tool_choice", "parallel_tool_calls", "user", "safety_identifier", "stream",
 })
 # no effect on the generation: the gateway handles them or they concern OpenAI's storage
 _CHAT_IGNORED = frozenset({"stream_options", "store", "metadata", "service_tier", "n"})
@@ -193,8 +193,9 @@ def chat_to_messages(body: dict[str, Any], upstream_model: str) -> dict[str, Any
     choice = _tool_choice_to_anthropic(body.get("tool_choice"), body.get("parallel_tool_calls"))
     if choice is not None and out.get("tools"):
         out["tool_choice"] = choice
-    if isinstance(body.get("user"), str):
-        out["metadata"] = {"user_id": body["user"]}
+    end_user = body.get("safety_identifier") or body.get("user")  # the newer name first
+    if isinstance(end_user, str):
+        out["metadata"] = {"user_id": end_user}
     if body.get("stream"):
         out["stream"] = True
     return out

@@ -81,6 +81,10 @@ class _Tracker:
             for name in _USAGE_FIELDS:
                 if isinstance(usage.get(name), int):
                     self.raw_usage[name] = usage[name]
+            # the tier served and the server tools' calls (billed per call)
+            for name in ("service_tier", "server_tool_use"):
+                if usage.get(name) is not None:
+                    self.raw_usage[name] = usage[name]
 
     @property
     def usage(self) -> TokenUsage | None:

@@ -31,7 +31,7 @@ _MAPPED = frozenset({
     "response_format", "n",
 })
 _IGNORED = frozenset({"stream_options", "store", "metadata", "service_tier", "user",
-                      "parallel_tool_calls"})
+                      "safety_identifier", "parallel_tool_calls"})
 FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter",
           "RECITATION": "content_filter", "BLOCKLIST": "content_filter",
           "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter"}

@@ -15,7 +15,7 @@ from typing import Any
 from gateway.domain import json_codec
 from gateway.domain.config import Provider
 from gateway.domain.endpoints import Endpoint
-from gateway.domain.pricing import TokenUsage
+from gateway.domain.pricing import TokenUsage, service_tier_name
 from gateway.providers.adapter import ChatReply, MalformedReply, StreamParser, WireRequest
 from gateway.providers.sse import DONE
 
@@ -26,8 +26,11 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def usage_from_openai(usage: Any) -> TokenUsage | None:
-    """OpenAI's usage object, with cached and reasoning tokens from their details."""
+def usage_from_openai(
+    usage: Any, service_tier: Any = None, web_search_calls: int = 0
+) -> TokenUsage | None:
+    """OpenAI's usage object, with cached and reasoning tokens from their details; the
+    tier the answer says it was served at (`service_tier` beside the usage)."""
     if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
         return None
     prompt_details = usage.get("prompt_tokens_details")
@@ -47,20 +50,35 @@ def usage_from_openai(usage: Any) -> TokenUsage | None:
         cached_prompt_tokens=min(cached, prompt),
         completion_tokens=completion,
         reasoning_tokens=min(reasoning, completion),
+        web_search_calls=web_search_calls,
+        service_tier=service_tier_name(service_tier),
     )
 
 
-def usage_from_responses(usage: Any) -> TokenUsage | None:
-    """The Responses API's usage: input/output tokens, with cached and reasoning details."""
+def _body_usage(body: dict[str, Any]) -> TokenUsage | None:
+    return usage_from_openai(body.get("usage"), body.get("service_tier"))
+
+
+def usage_from_responses(response: dict[str, Any]) -> TokenUsage | None:
+    """A Responses body's usage: input/output tokens, with cached and reasoning details,
+    its service tier, and its web search calls (one `web_search_call` output item each:
+    the usage object does not count them)."""
+    usage = response.get("usage")
     if not isinstance(usage, dict) or not isinstance(usage.get("input_tokens"), int):
         return None
+    searches = sum(
+        1 for item in response.get("output") or ()
+        if isinstance(item, dict) and item.get("type") == "web_search_call"
+    )  # fmt: skip
     return usage_from_openai(
         {
             "prompt_tokens": usage.get("input_tokens"),
             "completion_tokens": usage.get("output_tokens"),
             "prompt_tokens_details": usage.get("input_tokens_details"),
             "completion_tokens_details": usage.get("output_tokens_details"),
-        }
+        },
+        response.get("service_tier"),
+        searches,
     )
 
 
@@ -103,13 +121,14 @@ def _tool_arguments(calls: Any) -> list[str]:
 class OpenAIStreamParser:
     """OpenAI chunks pass through as they are; the parser notes text, usage and the end."""
 
-    __slots__ = ("_done", "_finished", "_text", "_usage")
+    __slots__ = ("_done", "_finished", "_text", "_usage", "finish_reason")
 
     def __init__(self) -> None:
         self._text: list[str] = []
         self._usage: TokenUsage | None = None
         self._finished = False
         self._done = False
+        self.finish_reason: Any = None  # the last one the upstream sent (a quality signal)
 
     @property
     def finished(self) -> bool:
@@ -136,7 +155,7 @@ class OpenAIStreamParser:
             raise MalformedReply(f"an upstream stream chunk is not JSON: {err}") from None
         if not isinstance(chunk, dict):
             raise MalformedReply("an upstream stream chunk is not a JSON object")
-        usage = usage_from_openai(chunk.get("usage"))
+        usage = usage_from_openai(chunk.get("usage"), chunk.get("service_tier"))
         if usage is not None:
             self._usage = usage
         choices = chunk.get("choices")
@@ -152,8 +171,8 @@ class OpenAIStreamParser:
                     self._text.extend(_tool_arguments(delta.get("tool_calls")))
                 elif isinstance(choice.get("text"), str):  # a legacy completion's chunk
                     self._text.append(choice["text"])
-                if choice.get("finish_reason"):
-                    self._finished = True
+                if finish := choice.get("finish_reason"):
+                    self._finished, self.finish_reason = True, finish
         return [chunk]
 
 
@@ -207,7 +226,7 @@ class ResponsesStreamParser:
         elif kind in _RESPONSE_ENDS:
             response = event.get("response")
             if isinstance(response, dict):
-                self._usage = usage_from_responses(response.get("usage")) or self._usage
+                self._usage = usage_from_responses(response) or self._usage
                 status = response.get("status")
                 self._status = status if isinstance(status, str) else kind.split(".")[1]
             self._done = True
@@ -260,11 +279,11 @@ class OpenAIAdapter:
         if endpoint is Endpoint.EMBEDDINGS:
             if not isinstance(parsed.get("data"), list):
                 raise MalformedReply("no embeddings")
-            return ChatReply(parsed, usage_from_openai(parsed.get("usage")), "")
+            return ChatReply(parsed, _body_usage(parsed), "")
         if endpoint is Endpoint.RESPONSES:
             if not isinstance(parsed.get("output"), list):
                 raise MalformedReply("no response")
-            usage = usage_from_responses(parsed.get("usage"))
+            usage = usage_from_responses(parsed)
             return ChatReply(parsed, usage, response_text(parsed))
         if not isinstance(parsed.get("choices"), list):
             raise MalformedReply("no completion")
@@ -273,7 +292,7 @@ class OpenAIAdapter:
             for c in parsed["choices"]
             if isinstance(c, dict) and isinstance(c.get("text"), str)
         )
-        return ChatReply(parsed, usage_from_openai(parsed.get("usage")), text)
+        return ChatReply(parsed, _body_usage(parsed), text)
 
     def endpoint_stream_parser(self, endpoint: Endpoint) -> StreamParser:
         if endpoint is Endpoint.RESPONSES:
@@ -288,7 +307,7 @@ class OpenAIAdapter:
         if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
             raise MalformedReply("no completion")
         return ChatReply(
-            body=parsed, usage=usage_from_openai(parsed.get("usage")), text=completion_text(parsed)
+            body=parsed, usage=_body_usage(parsed), text=completion_text(parsed)
         )
 
     def stream_parser(self) -> StreamParser:

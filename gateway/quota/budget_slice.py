@@ -33,6 +33,9 @@ BURST_RESERVATIONS = Decimal(64)
 BURST_SHARE = Decimal("0.01")
 # syncs with no request before an unused slice goes back whole (30 s at one per second)
 QUIET_SYNCS_BEFORE_RETURN = 30
+# one end user's slice of an each-user budget goes back sooner: there may be 100,000 of
+# them, each a lease row synced every second while it holds anything
+SUBJECT_QUIET_SYNCS_BEFORE_RETURN = 3
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,9 +50,15 @@ class BudgetAsk:
 
 
 class BudgetSlice:
-    def __init__(self, budget: Budget, start: dt.datetime, end: dt.datetime) -> None:
+    def __init__(
+        self, budget: Budget, start: dt.datetime, end: dt.datetime, subject: str = ""
+    ) -> None:
         self.budget = budget
         self.start, self.end = start, end
+        self.subject = subject  # the end user of an each-user budget; "" otherwise
+        self._quiet_limit = (
+            SUBJECT_QUIET_SYNCS_BEFORE_RETURN if subject else QUIET_SYNCS_BEFORE_RETURN
+        )
         self.held = ZERO
         self.in_use = ZERO
         self.unreported = ZERO
@@ -113,7 +122,7 @@ class BudgetSlice:
         """`now`: monotonic seconds, for the reservation rate."""
         quiet = self.reserved_since == 0 and self.in_use == 0 and self.wanted == 0
         self._quiet_syncs = self._quiet_syncs + 1 if quiet else 0
-        if self._quiet_syncs >= QUIET_SYNCS_BEFORE_RETURN:
+        if self._quiet_syncs >= self._quiet_limit:
             # unused for a while: everything goes back to the store
             self.largest = self.rate = ZERO
         self._sample(now)
@@ -152,6 +161,10 @@ class BudgetSlice:
         self._asked = None
         self.held += ask.returned_usd
         self.unreported += ask.settled_delta
+
+    @property
+    def key(self) -> tuple[int, str, dt.datetime]:
+        return self.budget.id, self.subject, self.start
 
     def idle(self) -> bool:
         """Nothing held, owed or wanted: the syncer may skip it. An exhausted slice is

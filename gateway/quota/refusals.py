@@ -56,6 +56,19 @@ def budget_unpriceable(budget: Budget, why: str) -> OpenAIError:
     )
 
 
+def budgets_unavailable() -> OpenAIError:
+    """The budget store cannot be reached and this replica holds nothing for the request:
+    never admitted without a limit."""
+    return OpenAIError(
+        503,
+        "Budgets cannot be checked right now (the budget store is unreachable); retry "
+        "shortly.",
+        type_="service_unavailable",
+        code="budgets_unavailable",
+        headers={"retry-after": "2"},
+    )
+
+
 def duration(seconds: float) -> str:
     """OpenAI's reset format: "20ms", "1.5s", "6m0s"."""
     if seconds < 1:
@@ -77,13 +90,20 @@ def rate_headers(requests: BucketSlice | None, tokens: BucketSlice | None) -> di
 
 
 def rate_limited(
-    kind: str, limit: int, wait_s: float, requests: BucketSlice | None, tokens: BucketSlice | None
+    kind: str,
+    limit: int,
+    wait_s: float,
+    requests: BucketSlice | None,
+    tokens: BucketSlice | None,
+    *,
+    whose: str = "this gateway key",
 ) -> OpenAIError:
-    """`kind`: "requests" or "tokens" (OpenAI's error `type` for these refusals)."""
+    """`kind`: "requests" or "tokens" (OpenAI's error `type` for these refusals); `whose`:
+    the limit's holder in words ("this end user": never which one, nor anyone else's)."""
     unit = "requests" if kind == "requests" else "tokens"
     return OpenAIError(
         429,
-        f"Rate limit reached for this gateway key: {limit} {unit} per minute. "
+        f"Rate limit reached for {whose}: {limit} {unit} per minute. "
         f"Please try again in {duration(wait_s)}.",
         type_=kind,
         code="rate_limit_exceeded",

@@ -26,10 +26,12 @@ from db.leases import (
     BucketState,
     BudgetLeaseState,
     ledger_spent,
+    prune_leases,
     sync_budget_lease,
     take_from_bucket,
 )
 from gateway.domain.budgets import Budget
+from gateway.quota.budget_cache import BudgetCache
 from gateway.quota.budget_slice import BudgetAsk
 from gateway.quota.guard import QuotaGuard
 from gateway.routing.rate_limits import BucketSlice
@@ -40,6 +42,8 @@ SYNC_S = 1.0
 BUDGETS_REFRESH_S = 2.0
 # a hold not renewed for this long lapses: a dead replica's slice comes back by itself
 LEASE_TTL_S = 15.0
+# how often a replica drops the leases of ended periods (one DELETE, in a sync)
+PRUNE_EVERY_S = 3600.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,6 +52,7 @@ class BudgetSync:
     start: dt.datetime
     end: dt.datetime
     ask: BudgetAsk
+    subject: str = ""  # the end user of an each-user budget
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -61,9 +66,13 @@ class BucketSync:
 class PostgresQuotaStore:
     """The shared store: one transaction per round, locks taken in a fixed order."""
 
-    def __init__(self, engine: Engine, holder: str) -> None:
+    def __init__(
+        self, engine: Engine, holder: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.engine = engine
         self.holder = holder
+        self._clock = clock
+        self._pruned_at = clock()
         self.budgets: dict[int, Budget] = {}  # as last loaded: for the ledger's scopes
 
     def load_budgets(self) -> list[Budget]:
@@ -81,7 +90,10 @@ class PostgresQuotaStore:
             # part); then ascending budget ids, then bucket names: two replicas never wait
             # on each other in a cycle
             ledgers = [self._ledger(conn, b) for b in budgets]
-            for i, b in sorted(enumerate(budgets), key=lambda p: (p[1].budget_id, p[1].start)):
+            order = sorted(
+                enumerate(budgets), key=lambda p: (p[1].budget_id, p[1].subject, p[1].start)
+            )
+            for i, b in order:
                 budget_out[i] = sync_budget_lease(
                     conn,
                     b.budget_id,
@@ -95,11 +107,15 @@ class PostgresQuotaStore:
                     min_free_usd=b.ask.min_free_usd,
                     ttl_s=LEASE_TTL_S,
                     ledger=ledgers[i],
+                    subject=b.subject,
                 )
             for i, k in sorted(enumerate(buckets), key=lambda p: p[1].name):
                 bucket_out[i] = take_from_bucket(
                     conn, k.name, k.capacity, give_back=k.give_back, want=k.want
                 )
+            if self._clock() - self._pruned_at >= PRUNE_EVERY_S:
+                self._pruned_at = self._clock()
+                prune_leases(conn)
         return [budget_out[i] for i in range(len(budgets))], [
             bucket_out[i] for i in range(len(buckets))
         ]
@@ -108,7 +124,9 @@ class PostgresQuotaStore:
         budget = self.budgets.get(b.budget_id)
         if budget is None:
             return None  # not known here yet: sync_budget_lease reads it itself
-        return ledger_spent(conn, b.budget_id, budget.scope, budget.scope_value, b.start, b.end)
+        return ledger_spent(
+            conn, b.budget_id, budget.scope, budget.scope_value, b.start, b.end, b.subject
+        )
 
 
 class QuotaSyncer:
@@ -118,9 +136,11 @@ class QuotaSyncer:
         store: PostgresQuotaStore,
         *,
         clock: Callable[[], float] = time.monotonic,
+        cache: BudgetCache | None = None,
     ) -> None:
         self.guard = guard
         self.store = store
+        self.cache = cache
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
         self._budgets_at = float("-inf")
@@ -146,7 +166,19 @@ class QuotaSyncer:
             await self.round()
 
     async def load_budgets(self) -> None:
-        self.guard.replace_budgets(await asyncio.to_thread(self.store.load_budgets))
+        try:
+            budgets = await asyncio.to_thread(self.store.load_budgets)
+        except Exception:
+            # a start during an outage: the last set known on disk, so that callers under
+            # no budget are served (those under one wait for the store), never none
+            cached = None if self.guard.loaded or self.cache is None else self.cache.load()
+            if cached is not None:
+                log.warning("budgets from the local cache: PostgreSQL unreachable")
+                self.guard.replace_budgets(cached)
+            raise
+        self.guard.replace_budgets(budgets)
+        if self.cache is not None:
+            self.cache.save(budgets)
         self._budgets_at = self._clock()
 
     async def _loop(self) -> None:
@@ -158,15 +190,22 @@ class QuotaSyncer:
                 if self._clock() - self._budgets_at >= BUDGETS_REFRESH_S:
                     await self.load_budgets()
                 await self.round()
+                self.guard.store_down = False
             except Exception as err:  # noqa: BLE001 - keep what is held; try again later
                 self.failures += 1
+                self.guard.store_down = True
                 log.warning("budget and rate-limit sync failed: %s", type(err).__name__)
             finally:
                 if waiting is not None and not waiting.done():
                     waiting.set_result(None)
 
     def _buckets(self) -> list[BucketSlice]:
-        return [*self.guard.buckets.values(), *self.guard.model_limits.slices()]
+        guard = self.guard
+        return [
+            *guard.buckets.values(),
+            *guard.user_buckets.values(),
+            *guard.model_limits.slices(),
+        ]
 
     async def round(self) -> None:
         """One sync of every slice that has something to say."""
@@ -176,7 +215,9 @@ class QuotaSyncer:
         if not slices and not buckets:
             return
         now = self._clock()
-        budget_asks = [BudgetSync(s.budget.id, s.start, s.end, s.begin_sync(now)) for s in slices]
+        budget_asks = [
+            BudgetSync(s.budget.id, s.start, s.end, s.begin_sync(now), s.subject) for s in slices
+        ]
         bucket_asks = []
         for b in buckets:
             give_back, want = b.begin_sync()
@@ -195,7 +236,7 @@ class QuotaSyncer:
         for s, state in zip(slices, budget_states, strict=True):
             if state is None:  # the budget was removed: nothing more to sync
                 s.abort_sync()
-                guard.budget_slices.pop((s.budget.id, s.start), None)
+                guard.budget_slices.pop(s.key, None)
                 continue
             s.end_sync(state.held_usd, state.granted_usd, state.renewed, state.remaining_usd)
         for b, bstate in zip(buckets, bucket_states, strict=True):
@@ -204,3 +245,4 @@ class QuotaSyncer:
         for key, s in list(guard.budget_slices.items()):
             if s.end <= wall and s.idle():  # a past period with nothing in flight
                 del guard.budget_slices[key]
+        guard.prune()  # end users' idle slices and buckets: memory follows who is active

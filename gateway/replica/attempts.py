@@ -21,7 +21,12 @@ from gateway.providers.client import UpstreamFailure
 from gateway.replica.exchange import AttemptHooks, Exchange
 from gateway.routing.circuit_breaker import BreakerBoard
 from gateway.routing.rate_limits import RateLimiter
-from gateway.routing.retry_policy import FailureReason, NextStep, decide_next
+from gateway.routing.retry_policy import (
+    FailureReason,
+    NextStep,
+    decide_next,
+    may_be_billed,
+)
 
 T = TypeVar("T")
 
@@ -61,6 +66,8 @@ async def run_attempts(
             except UpstreamFailure as failure:
                 last = failure
                 limits.settle_tokens(name, ex.reserved_tokens, 0)  # this attempt used none
+                if may_be_billed(failure.verdict.reason, failure.status):
+                    ex.billed_failures += 1  # its prompt counts in the record
                 if failure.verdict.affects_health:
                     breaker.record_failure()
                 else:

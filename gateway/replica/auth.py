@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping
 
 from db.keys import KeyInfo, hash_key
+from gateway.attribution.inputs import NO_KEY_TAGS, KeyTags
 from gateway.domain.environment import secret_from_env
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.key_scope import UNSCOPED, KeyScope
@@ -44,6 +45,9 @@ class Caller:
     scope: KeyScope = UNSCOPED
     rpm_limit: int | None = None  # the key's requests per minute, across replicas
     tpm_limit: int | None = None
+    tags: KeyTags = NO_KEY_TAGS  # the key's default tags and allowed tag keys
+    user_rpm_limit: int | None = None  # each end user's, across replicas
+    user_tpm_limit: int | None = None
 
     @classmethod
     def of_key(cls, info: KeyInfo) -> Caller:
@@ -61,6 +65,12 @@ class Caller:
             scope=scope,
             rpm_limit=info.rpm_limit,
             tpm_limit=info.tpm_limit,
+            tags=KeyTags(
+                info.default_tags or None,
+                None if info.allowed_tag_keys is None else frozenset(info.allowed_tag_keys),
+            ),
+            user_rpm_limit=info.user_rpm_limit,
+            user_tpm_limit=info.user_tpm_limit,
         )
 
 

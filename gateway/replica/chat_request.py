@@ -26,6 +26,11 @@ _BAD_IDENTIFIER = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 # encode one), so the bytes are searched first and the body walked only when one shows.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+# OpenAI's own ceiling on `n` (and, here, on `best_of`): each choice is billed output
+MAX_CHOICES = 128
+# any other count a client sends (token limits, dimensions): what an int32 holds, which
+# is what upstreams take; larger is never a real request and only overflows further down
+MAX_COUNT = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,6 +40,9 @@ class ChatRequest:
     stream: bool
     include_usage: bool  # the client asked for the usage chunk of a stream
     max_tokens: int | None
+    # how many outputs the provider bills for one prompt: `n`, `best_of` (each choice
+    # generated is billed, also those `best_of` throws away)
+    outputs: int = 1
 
 
 def parse_json_body(raw: bytes, max_bytes: int) -> Any:
@@ -164,27 +172,48 @@ def validate_chat_request(body: Any) -> ChatRequest:
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise bad_request(f"`{name}` must be a number.", param=name)
-    n = body.get("n")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise bad_request("`n` must be an integer of at least 1.", param="n")
     return ChatRequest(
         body=body,
         model=model,
         stream=bool(stream),
         include_usage=include_usage,
         max_tokens=max_tokens,
+        outputs=choices(body, "n") or 1,
     )
 
 
+def choices(body: dict[str, Any], name: str) -> int | None:
+    """`n` or `best_of`: an integer from 1 to MAX_CHOICES, or absent (None)."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CHOICES:
+        raise bad_request(
+            f"`{name}` must be an integer from 1 to {MAX_CHOICES}.", param=name
+        )
+    return value
+
+
+def count_field(body: dict[str, Any], name: str) -> int | None:
+    """A positive integer count (a token limit...) up to MAX_COUNT, or absent (None)."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise bad_request(
+            f"`{name}` must be a positive integer of at most {MAX_COUNT}.", param=name
+        )
+    return value
+
+
 def _max_tokens(body: dict[str, Any]) -> int | None:
+    """The larger of `max_tokens` and `max_completion_tokens`: which one an upstream
+    honours when both are sent is its own affair, so the worst case takes the larger."""
     found = None
     for name in ("max_completion_tokens", "max_tokens"):
-        value = body.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise bad_request(f"`{name}` must be a positive integer.", param=name)
-        found = value if found is None else min(found, value)
+        value = count_field(body, name)
+        if value is not None:
+            found = value if found is None else max(found, value)
     return found
 
 

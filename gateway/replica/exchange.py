@@ -11,10 +11,14 @@ import datetime as dt
 import time
 import uuid
 from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
 
+from gateway.attribution.inputs import NO_ATTRIBUTION, Attribution
 from gateway.domain.config import Model
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.usage_record import UsageRecord
+from gateway.quality.signals import NO_SIGNALS, Signals
 from gateway.quota.guard import Admission
 from gateway.replica.auth import Caller
 from gateway.replica.chat_request import ChatRequest
@@ -49,6 +53,28 @@ class AttemptHooks:
     def inflight(self, delta: int) -> None: ...
 
 
+class MetricsHooks(AttemptHooks):
+    """The hooks of a replica: each one forwarded to its metrics (`ReplicaMetrics`)."""
+
+    def __init__(self, metrics: Any) -> None:
+        self.m = metrics
+
+    def attempt(self, model: str, provider: str, outcome: str) -> None:
+        self.m.observe_attempt(model, provider, outcome)
+
+    def retry(self, model: str, provider: str, reason: str) -> None:
+        self.m.observe_retry(model, provider, reason)
+
+    def fallback(self, from_model: str, to_model: str) -> None:
+        self.m.observe_fallback(from_model, to_model)
+
+    def breaker(self, provider: str, model: str, state: int) -> None:
+        self.m.set_breaker_state(provider, model, state)
+
+    def inflight(self, delta: int) -> None:
+        self.m.inflight_delta(delta)
+
+
 @dataclasses.dataclass(slots=True)
 class Exchange:
     """The state of one client request as it moves through the gateway."""
@@ -64,6 +90,7 @@ class Exchange:
     plan: RoutePlan | None = None
     model: Model | None = None
     attempts: int = 0
+    billed_failures: int = 0  # failed attempts the provider may have billed (a timeout...)
     path: list[str] = dataclasses.field(default_factory=list)
     upstream_ms: int | None = None
     ttft_ms: int | None = None
@@ -75,6 +102,14 @@ class Exchange:
     reserved_tokens: int = 0
     # prompt tokens dropped to fit the model's context window (None: none dropped)
     trimmed_tokens: int | None = None
+    # the end user (as stored: plain or hashed), session and tags (gateway.attribution)
+    attribution: Attribution = NO_ATTRIBUTION
+    # what the answer says of its quality (gateway.quality.signals), and the experiment
+    # and variant that routed it (None: none)
+    signals: Signals = NO_SIGNALS
+    experiment: tuple[str, str] | None = None
+    # its record's (actual, list) cost in USD once built: a plain answer's headers say them
+    costs: tuple[Decimal | None, Decimal | None] | None = None
 
     def elapsed_ms(self) -> int:
         return int((time.perf_counter() - self.started) * 1000)

@@ -6,7 +6,8 @@ Built around a `GatewayService` so that the Serve ingress and a plain uvicorn se
 Who may call what: `/v1/*` takes the same keys as chat completions (and lists only the
 models a scoped key may use); `/costgate/routing` and
 `/costgate/replicas` want an admin key; `/metrics` wants
-the bearer token named by `gateway.metrics_token_env` when one is configured;
+the bearer token named by `gateway.metrics_token_env`, and refuses every scrape when none
+is configured on an address beyond loopback; `/openapi.json` wants a gateway key;
 `/v1/organization/*` (usage and costs) wants an admin key;
 `/healthz` and `/readyz` are open and say nothing about the process.
 """
@@ -24,12 +25,18 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Message, Receive, Scope, Send
 
+from gateway.batches.anthropic_routes import anthropic_router
+from gateway.batches.api import BatchApi
+from gateway.batches.openai_routes import openai_router
 from gateway.domain.endpoints import Endpoint
-from gateway.domain.environment import secret_from_env
+from gateway.domain.environment import is_loopback, secret_from_env
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.auth import Caller, bearer_token
+from gateway.replica.endpoints.answers import json_error
+from gateway.replica.feedback.route import FeedbackApi
+from gateway.replica.messages.count_tokens import CountTokensRoute
 from gateway.replica.messages.route import MessagesRoute
-from gateway.replica.service import GatewayService, json_error
+from gateway.replica.service import GatewayService
 from gateway.replica.usage_api.route import UsageApi
 
 log = logging.getLogger("costgate.http")
@@ -52,12 +59,15 @@ def build_app(
     render_metrics: MetricsRenderer | None = None,
     replica_ledgers: LedgerReport | None = None,
     usage_api: UsageApi | None = None,
+    feedback_api: FeedbackApi | None = None,
+    batch_api: BatchApi | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="costgate",
         description="An OpenAI-compatible LLM gateway with a cost ledger.",
         docs_url=None,
         redoc_url=None,
+        openapi_url=None,
     )
 
     @app.exception_handler(StarletteHTTPException)
@@ -75,6 +85,10 @@ def build_app(
     # them, and an app without the fast path (below) serves them as before
     for path, handler in api_routes(service).items():
         app.add_api_route(path, handler, methods=["POST"])
+
+    # Files, Batch and Message Batches (docs/BATCHES.md); no ledger: a 503
+    app.include_router(openai_router(batch_api, service.keys.identify))
+    app.include_router(anthropic_router(batch_api, service.keys.identify))
 
     @app.get("/v1/models")
     async def models(request: Request) -> JSONResponse:
@@ -106,6 +120,22 @@ def build_app(
     @app.get("/v1/organization/costs")
     async def costs(request: Request) -> Response:
         return await usage(request, "costs")
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(request: Request) -> JSONResponse:
+        # the schema names every route and field: for key holders, not for whoever
+        # reaches the port (keys off, `anonymous` is no key holder either)
+        if not _presented_key(request):
+            raise OpenAIError(401, "Missing or invalid gateway key: send Authorization: "
+                              "Bearer <key>.", code="invalid_api_key")  # fmt: skip
+        await service.keys.identify(request.headers.get("authorization"))
+        return JSONResponse(app.openapi())
+    # an app's score for one of its requests (docs/QUALITY.md); no ledger: a 503
+    feedback = feedback_api or FeedbackApi(service.keys, None)
+
+    @app.post("/v1/feedback")
+    async def post_feedback(request: Request) -> Response:
+        return await feedback(request)
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -157,7 +187,8 @@ def build_app(
 
     if render_metrics is not None:
         renderer = render_metrics
-        check_token = _metrics_token_check(service.cfg.gateway.metrics_token_env)
+        gateway = service.cfg.gateway
+        check_token = _metrics_token_check(gateway.metrics_token_env, gateway.host)
 
         @app.get("/metrics")
         async def metrics(request: Request) -> Response:
@@ -225,17 +256,21 @@ def serve_app(
     render_metrics: MetricsRenderer | None = None,
     replica_ledgers: LedgerReport | None = None,
     usage_api: UsageApi | None = None,
+    feedback_api: FeedbackApi | None = None,
+    batch_api: BatchApi | None = None,
 ) -> FastRoutes:
     """The app a replica serves (and the tests' plain servers): FastAPI behind the fast
     path for the API routes."""
     app = build_app(service, render_metrics=render_metrics, replica_ledgers=replica_ledgers,
-                    usage_api=usage_api)  # fmt: skip
+                    usage_api=usage_api, feedback_api=feedback_api,
+                    batch_api=batch_api)  # fmt: skip
     return FastRoutes(app, api_routes(service))
 
 
 def api_routes(service: GatewayService) -> dict[str, Handler]:
     """OpenAI's and Anthropic's POST routes, by path: the request path of every call."""
     messages_route = MessagesRoute(service)
+    count_tokens_route = CountTokensRoute(service)
 
     async def chat_completions(request: Request) -> Response:
         return await service.chat(request)
@@ -252,21 +287,34 @@ def api_routes(service: GatewayService) -> dict[str, Handler]:
     async def messages(request: Request) -> Response:
         return await messages_route(request)
 
+    async def count_tokens(request: Request) -> Response:
+        return await count_tokens_route(request)
+
     return {
         "/v1/chat/completions": chat_completions,
         "/v1/completions": completions,
         "/v1/embeddings": embeddings,
         "/v1/responses": responses,
         "/v1/messages": messages,
+        "/v1/messages/count_tokens": count_tokens,
     }
 
 
-def _metrics_token_check(token_env: str | None) -> Callable[[str | None], None]:
-    """What /metrics asks of a scraper: nothing, or the configured variable's value."""
-    if token_env is None:
+def _presented_key(request: Request) -> bool:
+    return bearer_token(request.headers.get("authorization")) is not None
+
+
+def _metrics_token_check(token_env: str | None, host: str) -> Callable[[str | None], None]:
+    """What /metrics asks of a scraper: the configured variable's value; nothing only on
+    a loopback bind without one. Beyond loopback, no token configured refuses every
+    scrape: spend per app and app names are not for whoever reaches the port."""
+    if token_env is None and is_loopback(host):
         return lambda _: None
-    expected = (secret_from_env(token_env) or "").strip()
-    if not expected:
+    expected = "" if token_env is None else (secret_from_env(token_env) or "").strip()
+    if token_env is None:
+        log.warning("gateway.host %s is beyond loopback and gateway.metrics_token_env is "
+                    "not set: /metrics refuses all", host)  # fmt: skip
+    elif not expected:
         # configured but empty: refuse every scrape rather than serve them all unasked
         log.warning("gateway.metrics_token_env names %s, which is unset: /metrics refuses all",
                     token_env)

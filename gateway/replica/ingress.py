@@ -15,17 +15,19 @@ import os
 import time
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST
 from ray import serve
 
-from gateway.domain.config import load_config
 from gateway.domain.environment import environment
-from gateway.domain.openai_errors import OpenAIError
-from gateway.replica.exchange import AttemptHooks, RecordSink
-from gateway.replica.http_api import FastRoutes, serve_app
-from gateway.replica.service import GatewayService
+
+if TYPE_CHECKING:
+    from gateway.replica.http_api import FastRoutes
+
+# The request path (FastAPI, SQLAlchemy, the providers, the tokenizer...) is imported in
+# the replica's constructor, not here: Serve imports this module in a worker of its own
+# only to build the application (`build` below), and that import is on the path of every
+# `costgate up` and redeploy (`python -X importtime`: 3.1 s with everything here, 1.3 s now).
 
 log = logging.getLogger("costgate.ingress")
 KEYS_FIRST_LOAD_TIMEOUT_S = 20.0
@@ -37,36 +39,27 @@ LEDGER_CLOSE_TIMEOUT_S = 10.0
 LIVE_COUNT_EVERY_S = 10.0
 
 
-class _MetricsHooks(AttemptHooks):
-    def __init__(self, metrics: Any) -> None:
-        self.m = metrics
-
-    def attempt(self, model: str, provider: str, outcome: str) -> None:
-        self.m.observe_attempt(model, provider, outcome)
-
-    def retry(self, model: str, provider: str, reason: str) -> None:
-        self.m.observe_retry(model, provider, reason)
-
-    def fallback(self, from_model: str, to_model: str) -> None:
-        self.m.observe_fallback(from_model, to_model)
-
-    def breaker(self, provider: str, model: str, state: int) -> None:
-        self.m.set_breaker_state(provider, model, state)
-
-    def inflight(self, delta: int) -> None:
-        self.m.inflight_delta(delta)
-
-
 @serve.deployment(name="Gateway")
 @serve.ingress()
 class Gateway:
     # Serve awaits an async constructor; mypy knows only synchronous ones
     async def __init__(  # type: ignore[misc]
-        self, config_path: str, database_url: str | None, state_dir: str
+        self,
+        config_path: str,
+        database_url: str | None,
+        state_dir: str,
+        read_url: str | None = None,
     ) -> None:
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        from gateway.domain.config import load_config
+        from gateway.domain.openai_errors import OpenAIError
         from gateway.ledger.writer import RecordWriter
         from gateway.metrics.replica import ReplicaMetrics, render_metrics, replica_ledgers
         from gateway.replica import serve_headers
+        from gateway.replica.exchange import MetricsHooks, RecordSink
+        from gateway.replica.http_api import serve_app
+        from gateway.replica.service import GatewayService
 
         serve_headers.install()
 
@@ -87,8 +80,17 @@ class Gateway:
             self.metrics.observe_request(record)
 
         sink = RecordSink(submit=self.writer.submit if self.writer else None, observe=observe)
-        self.service = GatewayService(cfg, sink=sink, hooks=_MetricsHooks(self.metrics))
+        self.service = GatewayService(cfg, sink=sink, hooks=MetricsHooks(self.metrics))
         self.service.replica_id = replica_id
+        if database_url and not cfg.cache.redis_url:
+            # without Redis, every replica and node shares the ledger database's table
+            from gateway.replica.cache.backends import MemoryLRU
+            from gateway.replica.cache.postgres_store import PostgresStore, TieredStore
+
+            o = cfg.cache
+            shared = PostgresStore(database_url, o.redis_timeout_s)
+            shared.listen()  # its key index loads now, not on the first opted-in request
+            self.service.cache.backend = TieredStore(MemoryLRU(o.max_bytes), shared)
         if self.writer is not None:
             writer = self.writer
             self.service.readiness = lambda: writer.health().reasons
@@ -100,8 +102,13 @@ class Gateway:
         self.quota_syncer: Any = None
         if database_url:
             self._start_key_refresh(database_url, state_dir)
-            await self._start_fx_refresh(database_url, cfg.ledger.fx_refresh_s)
-            await self._start_quota(database_url, replica_id)
+            self._quality_task = asyncio.get_running_loop().create_task(
+                self._refresh_quality(database_url))  # fmt: skip
+            # FX rates and budgets load side by side, while the keys load (each its own
+            # connection): the replica's start waits for the slowest, not their sum
+            await asyncio.gather(self._start_fx_refresh(database_url, cfg.ledger.fx_refresh_s),
+                                 self._start_quota(database_url, replica_id, state_dir))
+            self._use_object_store(database_url)
             # Serve sends traffic once __init__ returns: a replica that answered before
             # its first key set arrived would refuse valid keys (seen during redeploys)
             if not await self.service.keys.wait_loaded(KEYS_FIRST_LOAD_TIMEOUT_S):
@@ -118,13 +125,23 @@ class Gateway:
                     503, f"metrics hub unavailable ({type(err).__name__})", code="metrics"
                 ) from None
 
+        from gateway.replica.feedback.route import FeedbackApi
         from gateway.replica.usage_api.route import UsageApi
 
-        self.usage_api = UsageApi(self.service.keys, database_url)
+        # reads of the ledger may go to a streaming replica (DATABASE_READ_URL)
+        self.usage_api = UsageApi(self.service.keys, database_url, read_url)
+        self.feedback_api = FeedbackApi(self.service.keys, database_url)
+        self.batch_api: Any = None
+        if database_url:
+            self._start_batches(database_url, state_dir, replica_id)
         self._app = serve_app(
             self.service, render_metrics=render, replica_ledgers=lambda: replica_ledgers(app_name),
-            usage_api=self.usage_api,
+            usage_api=self.usage_api, feedback_api=self.feedback_api, batch_api=self.batch_api,
         )
+        from gateway.domain.token_estimate import warm_up
+
+        # the tokenizer's vocabulary (only estimates use it) loads after the replica is up
+        self._warm_up = asyncio.get_running_loop().run_in_executor(None, warm_up)
         self._count_task: asyncio.Task[None] | None = None
         if self.quota_syncer is None and context is not None:
             # caps split per replica: by the replicas that run now, as the controller
@@ -148,6 +165,24 @@ class Gateway:
             except Exception as err:  # noqa: BLE001 - keep the last count; try again
                 log.debug("live replica count unavailable: %r", err)
             await asyncio.sleep(LIVE_COUNT_EVERY_S)
+
+    async def _refresh_quality(self, database_url: str) -> None:
+        """Feedback per model for `policy: quality` (docs/QUALITY.md), as prices are."""
+        from db.engine import make_engine
+        from db.quality.model_quality import QUALITY_REFRESH_S, model_quality
+        from gateway.routing.policy import window_days
+
+        engine = make_engine(database_url, pool_size=1, max_overflow=0)
+        windows = {window_days(a.quality_window) for a in self.service.cfg.aliases.values()}
+        try:
+            while True:  # cancelled at shutdown; the last scores stay while PostgreSQL is away
+                try:
+                    self.service.quality = await asyncio.to_thread(model_quality, engine, windows)
+                except Exception as err:  # noqa: BLE001 - keep the last scores; try again
+                    log.debug("model quality unavailable: %r", err)
+                await asyncio.sleep(QUALITY_REFRESH_S)
+        finally:
+            engine.dispose()
 
     async def _copy_writer_stats(self) -> None:
         while True:  # cancelled at shutdown
@@ -190,6 +225,36 @@ class Gateway:
 
         self.service.keys.start_refresh(load, every_s=REFRESH_S)
 
+    def _use_object_store(self, database_url: str) -> None:
+        """Provider objects' owners in PostgreSQL (`gateway.replica.objects`)."""
+        from db.engine import make_engine
+        from db.shared_state.provider_objects import PostgresObjectStore
+        from gateway.replica.objects.registry import ProviderObjects
+
+        engine = make_engine(database_url, pool_size=1, max_overflow=2)
+        self.service.objects = ProviderObjects(PostgresObjectStore(engine))
+
+    def _start_batches(self, database_url: str, state_dir: str, replica_id: str) -> None:
+        """The batch APIs and the poll loop (docs/BATCHES.md): every replica runs it, the
+        one holding the poll lease asks the providers."""
+        from gateway.batches.api import BatchApi
+        from gateway.batches.poller import BatchPoller
+        from gateway.domain.endpoints import Endpoint
+        from gateway.replica.endpoints.planning import plan_request
+        from gateway.replica.endpoints.spec import serving_plan
+
+        svc, opts = self.service, self.service.cfg.batches
+
+        def plan(requested: str) -> tuple[str, ...]:
+            return serving_plan(plan_request(svc, requested, {}), Endpoint.CHAT_COMPLETIONS,
+                                svc.cfg, requested).models  # fmt: skip
+
+        files = Path(opts.files_dir) if opts.files_dir else Path(state_dir) / "files"
+        self.batch_api = BatchApi(svc, plan, database_url, files)
+        poller = BatchPoller(self.batch_api, f"{replica_id}:{os.getpid()}", opts.poll_s,
+                             observe=self.metrics.observe_request)
+        self._batch_task = asyncio.get_running_loop().create_task(poller.run())
+
     async def _start_fx_refresh(self, database_url: str, every_s: float) -> None:
         """Dated FX rates (docs/FINANCE.md): loaded now and every `every_s` (a minute by
         default, ledger.fx_refresh_s), never per request."""
@@ -205,18 +270,21 @@ class Gateway:
             log.warning("FX rates not loaded at start; pricing at the config's rates")
         self.fx.start()
 
-    async def _start_quota(self, database_url: str, replica_id: str) -> None:
+    async def _start_quota(self, database_url: str, replica_id: str, state_dir: str) -> None:
         """Budgets, key limits and model caps shared across replicas (docs/BUDGETS.md)."""
         import secrets
 
         from db.engine import make_engine
+        from gateway.quota.budget_cache import BUDGET_CACHE_FILE, BudgetCache
         from gateway.quota.syncer import PostgresQuotaStore
 
         engine = make_engine(database_url, pool_size=1, max_overflow=1)
         # unique per process: a restarted replica with the same tag must not inherit
         # (and double count) its predecessor's holds; those lapse instead
         holder = f"{replica_id}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.quota_syncer = self.service.use_quota_store(PostgresQuotaStore(engine, holder))
+        cache = BudgetCache(Path(state_dir) / BUDGET_CACHE_FILE)
+        self.quota_syncer = self.service.use_quota_store(PostgresQuotaStore(engine, holder),
+                                                         cache)  # fmt: skip
         try:
             await asyncio.wait_for(self.quota_syncer.load_budgets(), KEYS_FIRST_LOAD_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - the syncer keeps trying in the background
@@ -254,7 +322,7 @@ class Gateway:
             await _shutdown_step(
                 "ledger writer", writer.close(timeout_s=close_s, stranded_s=stranded_s)
             )
-        for name in ("_stats_task", "_count_task"):
+        for name in ("_stats_task", "_count_task", "_quality_task", "_batch_task"):
             task = getattr(self, name, None)
             if task is not None:
                 task.cancel()
@@ -269,9 +337,12 @@ class Gateway:
         service = getattr(self, "service", None)
         if service is not None:
             await _shutdown_step("service", service.aclose())
-        usage_api = getattr(self, "usage_api", None)
-        if usage_api is not None:
-            usage_api.close()
+        for api in (getattr(self, "usage_api", None), getattr(self, "feedback_api", None)):
+            if api is not None:
+                api.close()
+        batches = getattr(self, "batch_api", None)
+        if batches is not None:
+            await _shutdown_step("batches", batches.aclose())
 
 
 async def _shutdown_step(what: str, step: Awaitable[None]) -> None:
@@ -285,7 +356,8 @@ async def _shutdown_step(what: str, step: Awaitable[None]) -> None:
 def build(args: dict[str, Any]) -> Any:
     """Serve application builder: `args` come from the generated declarative config.
 
-    The database URL comes from the environment Ray was started with (DATABASE_URL), not
+    The database URLs come from the environment Ray was started with (DATABASE_URL, and
+    DATABASE_READ_URL for the usage API's reads if set), not
     from `args`: the declarative config is readable by anyone who can reach Ray's
     dashboard, and a URL may hold a password.
     """
@@ -295,4 +367,5 @@ def build(args: dict[str, Any]) -> Any:
         args["config_path"],
         environment().database_url_value,
         args.get("state_dir", ".state"),
+        environment().database_read_url_value,
     )

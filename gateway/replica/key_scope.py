@@ -59,19 +59,24 @@ def check_request(
 ) -> ChatRequest:
     """Raise the client's error when `req` (validated) asks for more than `scope` allows;
     return the request as it may go upstream (the key's output cap made explicit)."""
+    if scope.admin:
+        # an admin key runs the gateway; spending on models is an app's key's business
+        raise OpenAIError(403, "An admin gateway key cannot call models; use an app's key.",
+                          code="admin_key_not_for_models")  # fmt: skip
     if scope.models is not None:
         if req.model not in scope.models:
             raise _not_allowed(req.model, "model", scope.models)
         forced = (headers.get(MODEL_HEADER) or "").strip()
         if forced and forced not in scope.models:
             raise _not_allowed(forced, MODEL_HEADER, scope.models)
-    n = req.body.get("n")
-    if scope.max_n is not None and _int(n) and n > scope.max_n:
-        raise bad_request(
-            f"`n` is {n}; this key allows at most {scope.max_n}.",
-            param="n",
-            code="above_key_limit",
-        )
+    for name in ("n", "best_of"):  # each is as many billed outputs
+        n = req.body.get(name)
+        if scope.max_n is not None and _int(n) and n > scope.max_n:
+            raise bad_request(
+                f"`{name}` is {n}; this key allows at most {scope.max_n}.",
+                param=name,
+                code="above_key_limit",
+            )
     cap = scope.max_output_tokens
     if cap is not None:
         for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):

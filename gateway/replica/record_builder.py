@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from gateway.domain.config import Config
 from gateway.domain.pricing import PriceCatalog, PriceUnavailable
-from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
+from gateway.domain.usage_record import (
+    RequestStatus,
+    UsageRecord,
+    UsageSource,
+    measured_fields,
+)
+from gateway.quality.signals import NO_SIGNALS
 from gateway.replica.exchange import Exchange, utcnow
 from gateway.replica.usage_accounting import Accounted
 
@@ -39,6 +45,7 @@ def build_record(
         except PriceUnavailable:
             priced = None  # an unpriced model: its cost stays unknown, never $0
     usage = accounted.usage
+    sig = ex.signals if status is RequestStatus.OK else NO_SIGNALS
     return UsageRecord(
         request_id=ex.request_id,
         started_at=ex.started_at,
@@ -54,10 +61,6 @@ def build_record(
         status=status,
         http_status=http_status,
         error_class=None if error_class is None else ledger_text(error_class)[:200],
-        prompt_tokens=usage.prompt_tokens if usage else None,
-        cached_prompt_tokens=usage.cached_prompt_tokens if usage else None,
-        completion_tokens=usage.completion_tokens if usage else None,
-        reasoning_tokens=usage.reasoning_tokens if usage else None,
         usage_source=accounted.source if ex.attempts else UsageSource.MISSING,
         latency_ms=ex.elapsed_ms(),
         ttft_ms=ex.ttft_ms,
@@ -65,14 +68,16 @@ def build_record(
         attempts=ex.attempts,
         fallback_path=tuple(ex.path),
         routing_policy=ex.plan.policy if ex.plan else None,
-        price_version_id=priced.price_version_id if priced else None,
-        billing_currency=priced.billing_currency if priced else None,
-        actual_cost=priced.actual_cost if priced else None,
-        actual_cost_usd=priced.actual_cost_usd if priced else None,
-        list_cost_usd=priced.list_cost_usd if priced else None,
-        baseline_model=baseline if priced else None,
-        baseline_cost_usd=priced.baseline_cost_usd if priced else None,
         endpoint=ex.endpoint,
-        cache_write_tokens=usage.cache_write_tokens if usage else None,
         trimmed_tokens=ex.trimmed_tokens,
+        end_user=ex.attribution.end_user,
+        session_id=ex.attribution.session_id,
+        tags=None if ex.attribution.tags is None else dict(ex.attribution.tags),
+        finish_reason=sig.finish_reason,
+        refusal=sig.refusal,
+        json_valid=sig.json_valid,
+        tool_args_valid=sig.tool_args_valid,
+        experiment=ex.experiment[0] if ex.experiment else None,
+        variant=ex.experiment[1] if ex.experiment else None,
+        **measured_fields(usage, priced, baseline),
     )

@@ -7,9 +7,13 @@ Here the limit is checked per received chunk, so at most one chunk beyond it is 
 
 from __future__ import annotations
 
+import re
+
 from starlette.requests import Request
 
 from gateway.domain.openai_errors import OpenAIError
+
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def too_large(size: int | str, limit: int) -> OpenAIError:
@@ -21,9 +25,11 @@ def too_large(size: int | str, limit: int) -> OpenAIError:
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise too_large(declared, limit)
+    declared = request.headers.get("content-length") or ""
+    # ASCII digits only, and a length is compared by its digits before int() sees them
+    # (int() refuses more than 4,300 digits, and "²" passes str.isdigit)
+    if _DIGITS.fullmatch(declared) and (len(declared) > 18 or int(declared) > limit):
+        raise too_large(f"over {limit}", limit)
     parts: list[bytes] = []
     size = 0
     async for chunk in request.stream():

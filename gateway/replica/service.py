@@ -9,28 +9,31 @@ This is plain asyncio with no Ray in it, so the same object serves the Serve ing
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import httpx
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
-from gateway.domain import json_codec
 from gateway.domain.config import Config, Model
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.openai_errors import OpenAIError
 from gateway.domain.pricing import PriceCatalog
 from gateway.domain.routing_settings import RoutingSettings, parse_routing, routing_from_config
 from gateway.domain.usage_record import RequestStatus, UsageSource
+from gateway.experiments.assign import Assigner
 from gateway.providers.adapter import StreamParser
+from gateway.providers.anthropic_requests import estimate_messages
 from gateway.providers.client import UpstreamClient, UpstreamReply
 from gateway.providers.registry import adapter_for
+from gateway.quality.signals import chat_signals, stream_signals
+from gateway.quota.budget_cache import BudgetCache
 from gateway.quota.guard import QuotaGuard, Who
 from gateway.quota.syncer import PostgresQuotaStore, QuotaSyncer
 from gateway.quota.worst_case import WorstCasePricer
@@ -38,36 +41,36 @@ from gateway.replica.attempts import run_attempts
 from gateway.replica.auth import KeyRing
 from gateway.replica.cache.gate import CacheTicket, ResponseCache
 from gateway.replica.chat_request import parse_json_body
+from gateway.replica.endpoints.answers import (
+    answer_headers,
+    error_answer,
+    json_error,
+    json_response,
+)
+from gateway.replica.endpoints.attribution import attribute
+from gateway.replica.endpoints.billable import check_plan, check_priceable
 from gateway.replica.endpoints.context_fit import fit_context
+from gateway.replica.endpoints.experiment import assign_variant
+from gateway.replica.endpoints.planning import plan_request
 from gateway.replica.endpoints.spec import SPECS, serving_plan
 from gateway.replica.exchange import AttemptHooks, Exchange, RecordSink, utcnow
 from gateway.replica.key_scope import check_request
 from gateway.replica.model_list import list_models
+from gateway.replica.objects.references import created
+from gateway.replica.objects.registry import ProviderObjects
 from gateway.replica.record_builder import build_record
 from gateway.replica.request_body import read_body
 from gateway.replica.stream_relay import OpenedStream, read_first_event, relay, relay_response
-from gateway.replica.usage_accounting import Accounted, account
+from gateway.replica.usage_accounting import Accounted, account, with_failed_attempts
 from gateway.routing.circuit_breaker import BreakerBoard
 from gateway.routing.latency_tracker import LatencyTracker
 from gateway.routing.policy import (
-    Health,
-    RouteHeaderError,
-    RouteOverrides,
     RoutePlan,
-    RouteRefusal,
     effective_prices,
-    plan_route,
 )
 
 log = logging.getLogger("costgate.gateway")
 T = TypeVar("T")
-
-MODEL_HEADER = "x-costgate-model"
-PROVIDER_HEADER = "x-costgate-provider"
-# Serve sets its own x-request-id on every response, so ours has a name of its own
-REQUEST_ID_HEADER = "x-costgate-request-id"
-# the replica that answered (Serve's replica tag), for ops tracing a request to its logs
-REPLICA_HEADER = "x-costgate-replica"
 
 
 class GatewayService:
@@ -78,19 +81,24 @@ class GatewayService:
                  rng: random.Random | None = None) -> None:  # fmt: skip
         self.cfg = cfg
         self.catalog = PriceCatalog.from_config(cfg)
+        self.end_users = cfg.ledger.end_user_ids()  # plain, or hashed with its secret
         self.pricer = WorstCasePricer(cfg, self.catalog)
         self.prices = effective_prices(cfg)
         self.routing: RoutingSettings = routing_from_config(cfg)
+        self.experiments = Assigner(self.routing.experiments)
         self.upstream = UpstreamClient(cfg, transport=transport)
         self.sink = sink or RecordSink()
         self.hooks = hooks or AttemptHooks()
         self.cache = ResponseCache(cfg, self.catalog, self.sink, self.hooks, self._headers)
+        self.objects = ProviderObjects()  # the ingress gives it PostgreSQL
         self.keys = keyring or KeyRing(
             require_keys=cfg.gateway.require_keys,
             static_key_envs=cfg.gateway.static_key_envs,
         )
         self.breakers = BreakerBoard(self.routing.breaker)
         self.latency = LatencyTracker()
+        # window days -> model -> (feedback score, count): swapped whole by the ingress
+        self.quality: dict[int, dict[str, tuple[float, int]]] = {}
         self.live_replicas: int | None = None
         # budgets and rate limits: local until `use_quota_store` shares them (a database)
         self.quota = QuotaGuard(shared=False)
@@ -109,13 +117,15 @@ class GatewayService:
         self.catalog, self.pricer = catalog, WorstCasePricer(self.cfg, catalog)
         self.cache.catalog = catalog
 
-    def use_quota_store(self, store: PostgresQuotaStore) -> QuotaSyncer:
-        """Budgets, key limits and model caps shared by every replica through `store`;
-        called before traffic. The caller starts the syncer."""
+    def use_quota_store(self, store: PostgresQuotaStore, cache: BudgetCache | None = None
+                        ) -> QuotaSyncer:
+        """Budgets, key limits and model caps shared by every replica through `store`
+        (`cache`: the budgets' last known set on disk); before traffic. The caller starts
+        the syncer."""
         self.quota = QuotaGuard(shared=True)
         self.limits = self.quota.model_limits
         self.limits.update_caps(self.routing.caps)
-        self.quota_syncer = QuotaSyncer(self.quota, store)
+        self.quota_syncer = QuotaSyncer(self.quota, store, cache=cache)
         return self.quota_syncer
 
     def _replicas(self) -> int:
@@ -137,7 +147,7 @@ class GatewayService:
         settings = parse_routing(dict(user_config) if user_config else None, self.cfg)
         self.breakers.update_settings(settings.breaker)
         self.limits.update_caps(settings.caps, replicas=self._replicas())
-        self.routing = settings
+        self.routing, self.experiments = settings, Assigner(settings.experiments)
         return settings
 
     # -- routes ---------------------------------------------------------------------------
@@ -182,11 +192,18 @@ class GatewayService:
         spec = SPECS[ex.endpoint]
         req = spec.validate(parse_json_body(await read_body(request, limit), limit))
         ex.request, ex.requested, ex.stream = req, req.model, req.stream  # a refusal's row too
+        ex.attribution = attribute(ex.endpoint, request.headers, req.body, ex.caller.tags,
+                                   self.end_users)  # fmt: skip
         ex.request = req = check_request(ex.caller.scope, req, request.headers, ex.endpoint)
+        await self.objects.check_request(ex.caller.app, ex.endpoint, req.body)  # before a hit
+        check_priceable(ex.endpoint, req.body)  # again in _admit, against the plan
         # before routing and admission: a hit needs no upstream and spends no budget
         if (ticket := await self.cache.lookup(ex, request.headers)).response is not None:
             return ticket.response
-        plan = self._plan(req.model, request.headers)
+        mix = assign_variant(self.experiments, ex, req.model, self._replicas())
+        plan = self._plan(req.model, request.headers, mix)
+        if plan.policy == "fixed":
+            ex.experiment = None  # x-costgate-model overrode the variant: not part of it
         plan = serving_plan(plan, ex.endpoint, self.cfg, req.model)
         ex.plan = fit_context(ex, plan, self.cfg, request.headers)  # may trim ex.request
         await self._admit(ex)
@@ -194,30 +211,9 @@ class GatewayService:
             return ticket.tag(await self._open_stream(ex, ticket))
         return ticket.tag(await self._complete(ex, ticket))
 
-    def _plan(self, requested: str, headers: Mapping[str, str]) -> RoutePlan:
-        try:
-            overrides = RouteOverrides.from_headers(headers)
-        except RouteHeaderError as err:
-            raise OpenAIError(400, str(err), param=err.header, code="invalid_header") from None
-        latency: dict[str, float] = {}
-        if overrides.priority is not None:
-            for name in self.cfg.models_by_name:
-                figure = self.latency.figures(name).latency_s
-                if figure is not None:
-                    latency[name] = figure
-        health = Health(
-            unavailable={model: wait for (_, model), wait in self.breakers.unavailable().items()},
-            capped=self.limits.at_cap(),
-            latency_s=latency,
-        )
-        plan = plan_route(
-            requested, self.cfg, self.routing, health, self.prices, self.rng, overrides
-        )
-        if isinstance(plan, RouteRefusal):
-            wait = plan.retry_after_header
-            raise OpenAIError(plan.status, plan.message, code=plan.reason, param=plan.param,
-                              headers={} if wait is None else {"retry-after": wait})  # fmt: skip
-        return plan
+    def _plan(self, requested: str, headers: Mapping[str, str],
+              mix: Mapping[str, Decimal] | None = None) -> RoutePlan:  # fmt: skip
+        return plan_request(self, requested, headers, mix)
 
     async def _admit(self, ex: Exchange, prompt: list[dict[str, Any]] | None = None) -> None:
         """Reserve the worst case on the caller's budgets, key limits and the models' token
@@ -226,11 +222,17 @@ class GatewayService:
         assert ex.plan is not None and ex.request is not None
         c, req = ex.caller, ex.request
         key = None if c.key_id is None else str(c.key_id)
+        who = Who(c.app, c.team, key, c.rpm_limit, c.tpm_limit, ex.attribution.end_user,
+                  ex.attribution.tags, c.user_rpm_limit, c.user_tpm_limit)  # fmt: skip
+        # a service tier or web search must have a price on every model the route may try
+        billed = check_priceable(ex.endpoint, req.body)
+        check_plan(billed, self.catalog, ex.plan.models)
         ex.admission, ex.reserved_tokens = await self.quota.reserve(
-            Who(c.app, c.team, key, c.rpm_limit, c.tpm_limit), self.pricer, ex.plan.models,
+            who, self.pricer, ex.plan.models,
             prompt if prompt is not None else SPECS[ex.endpoint].prompt(req.body),
             max_tokens=req.max_tokens, key_cap=c.scope.max_output_tokens,
-            count_tokens=self.limits.counts_tokens(ex.plan.models),
+            count_tokens=self.limits.counts_tokens(ex.plan.models), outputs=req.outputs,
+            billed=billed,
         )
 
     # -- the attempt loop -----------------------------------------------------------------
@@ -254,6 +256,8 @@ class GatewayService:
         reply = (await self._attempts(ex, call)).reply
         body = reply.body
         body["model"] = ex.requested
+        if ex.endpoint is Endpoint.CHAT_COMPLETIONS:
+            ex.signals = chat_signals(req.body, body)
         accounted = account(
             reply.usage,
             messages=spec.prompt(req.body),
@@ -261,6 +265,7 @@ class GatewayService:
             model=ex.model.upstream_model if ex.model else None,
         )
         self._finish(ex, *spec.settle(RequestStatus.OK, 200, None, body.get("status")), accounted)
+        await self.objects.record(ex.caller.app, created(ex.endpoint, body))
         response = json_response(body, self._headers(ex))
         ticket.store_body(body, response.body, accounted)  # the bytes sent: encoded once
         return response
@@ -278,6 +283,7 @@ class GatewayService:
             return await read_first_event(response, self.cfg.provider(model.provider))
 
         opened = await self._attempts(ex, call)
+        await self.objects.record_opened(ex.caller.app, ex.endpoint, opened.first, opened.response)
         response = opened.response
         assert ex.model is not None and ex.request is not None
         messages, upstream_model = spec.prompt(ex.request.body), ex.model.upstream_model
@@ -291,6 +297,9 @@ class GatewayService:
             accounted = account(
                 parser.usage, messages=messages, completion=parser.text(), model=upstream_model
             )
+            if ex.endpoint is Endpoint.CHAT_COMPLETIONS:
+                ex.signals = stream_signals(req.body, getattr(parser, "finish_reason", None),
+                                            parser.text())  # fmt: skip
             outcome = spec.settle(status, http_status, error_class, getattr(parser, "status", None))
             self._finish(ex, *outcome, accounted)
             ticket.store_stream(outcome[0], accounted)
@@ -316,24 +325,23 @@ class GatewayService:
 
     def _prompt(self, ex: Exchange) -> list[Any] | None:
         """What an estimate counts of the request's prompt (None before it was read)."""
-        return SPECS[ex.endpoint].prompt(ex.request.body) if ex.request else None
+        if ex.request is None:
+            return None
+        if ex.endpoint is Endpoint.MESSAGES:
+            return estimate_messages(ex.request.body)
+        return SPECS[ex.endpoint].prompt(ex.request.body)
 
     def _headers(self, ex: Exchange) -> dict[str, str]:
-        headers = {REQUEST_ID_HEADER: str(ex.request_id)}
-        if ex.model is not None:
-            headers[MODEL_HEADER] = ex.model.name
-            headers[PROVIDER_HEADER] = ex.model.provider
-        if self.replica_id is not None:
-            headers[REPLICA_HEADER] = self.replica_id
-        return headers
+        return answer_headers(ex, self.replica_id) | self.rate_headers(ex)
+
+    def rate_headers(self, ex: Exchange) -> dict[str, str]:
+        """The key's `x-ratelimit-*`, on every answer to a key with limits."""
+        c = ex.caller
+        return self.quota.key_rate_headers(None if c.key_id is None else str(c.key_id),
+                                           c.rpm_limit, c.tpm_limit)  # fmt: skip
 
     def _error_response(self, ex: Exchange, err: OpenAIError) -> Response:
-        headers = {REQUEST_ID_HEADER: str(ex.request_id)} | err.headers
-        if ex.model is not None:
-            headers[MODEL_HEADER] = ex.model.name
-        return Response(
-            err.body_bytes(), status_code=err.status, headers=headers, media_type="application/json"
-        )
+        return error_answer(ex, err, self.rate_headers(ex))
 
     def _finish_error(self, ex: Exchange, err: OpenAIError) -> None:
         status = RequestStatus.CLIENT_ERROR if err.status < 500 else RequestStatus.UPSTREAM_ERROR
@@ -346,17 +354,14 @@ class GatewayService:
         accounted = account(None, messages=self._prompt(ex), completion="")
         self._finish(ex, RequestStatus.CANCELLED, 499, "client_disconnected", accounted)
 
-    def _finish(
-        self,
-        ex: Exchange,
-        status: RequestStatus,
-        http_status: int,
-        error_class: str | None,
-        accounted: Accounted,
-    ) -> None:
+    def _finish(self, ex: Exchange, status: RequestStatus, http_status: int,
+                error_class: str | None, accounted: Accounted) -> None:  # fmt: skip
         if ex.recorded:
             return  # one record per request, whatever else happens to it
         ex.recorded = True
+        # attempts that timed out or broke may be billed: their prompts are, at least
+        accounted = with_failed_attempts(accounted, self._prompt(ex), ex.billed_failures,
+                                         ex.model.upstream_model if ex.model else None)
         try:
             record = build_record(
                 ex, self.cfg, self.catalog, status, http_status, error_class, accounted
@@ -366,6 +371,7 @@ class GatewayService:
             if ex.admission is not None:
                 ex.admission.release()
             return
+        ex.costs = (record.actual_cost_usd, record.list_cost_usd)
         usage = accounted.usage
         used = 0 if usage is None else usage.prompt_tokens + usage.completion_tokens
         if ex.admission is not None:  # synchronous: this may run in a cancelled request
@@ -374,7 +380,8 @@ class GatewayService:
             self.limits.settle_tokens(ex.model.name, ex.reserved_tokens, used)
         if ex.model is not None and status is RequestStatus.OK and ex.upstream_ms is not None:
             # the upstream's own time (not our retries and waits) ranks it for `high`/`normal`
-            self.latency.observe(ex.model.name, ex.upstream_ms / 1000, _s(record.ttft_ms))
+            ttft = None if record.ttft_ms is None else record.ttft_ms / 1000
+            self.latency.observe(ex.model.name, ex.upstream_ms / 1000, ttft)
         self.sink(record)
 
     async def aclose(self) -> None:
@@ -384,15 +391,3 @@ class GatewayService:
         await self.upstream.aclose()
         await self.cache.aclose()
 
-
-def _s(ms: int | None) -> float | None:
-    return None if ms is None else ms / 1000
-
-
-def json_response(body: Any, headers: dict[str, str]) -> Response:
-    """JSONResponse's bytes, encoded by orjson: every plain answer is re-serialised here."""
-    return Response(json_codec.dumps(body), headers=headers, media_type="application/json")
-
-
-def json_error(err: OpenAIError) -> JSONResponse:
-    return JSONResponse(json.loads(err.body_bytes()), status_code=err.status, headers=err.headers)

@@ -1,11 +1,15 @@
-"""Relaying an upstream SSE stream to the client, chunk by chunk, never buffered.
+"""Relaying an upstream SSE stream to the client as it arrives, never buffered.
 
-The provider's stream parser (`gateway.providers.adapter.StreamParser`) turns each
-upstream event into OpenAI chat chunks; the relay rewrites them for the client (the
-model it asked for, usage only if it asked) and notes the time to the first token.
-Whatever way the stream ends (done, upstream failure, or the client going away, which
-arrives as a CancelledError at a `yield`) it reports the outcome once and closes the
-upstream response, without awaiting the database.
+One pump (`relay`) serves every API's stream: the provider's stream parser
+(`gateway.providers.adapter.StreamParser`) turns each upstream event into the API's
+events, and the API's `ClientFormat` writes them for the client (the model it asked for,
+usage only if it asked). The first event goes to the client alone, as soon as it is
+encoded; after it, what one network read of the upstream carried goes in one write (one
+pass through Serve's and uvicorn's send, not one per event), and no event waits for a
+later read. Whatever way the stream ends (done, upstream failure,
+or the client going away, which arrives as a CancelledError at a `yield`) it reports
+the outcome once, after the last bytes are written, and closes the upstream response,
+without awaiting the database.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from fastapi.responses import StreamingResponse
 from gateway.domain.config import Provider
 from gateway.domain.usage_record import RequestStatus
 from gateway.providers.adapter import MalformedReply, StreamParser
+from gateway.providers.anthropic_stream import UpstreamStreamError
 from gateway.providers.client import UpstreamFailure, failure_from_exception, malformed
 from gateway.providers.sse import DONE, SSEDecoder, encode_event
 from gateway.replica.exchange import Exchange
@@ -40,6 +45,11 @@ class RelayResponse(StreamingResponse):
 
     An async generator that never started never runs its `finally`, which would leave
     the upstream connection open and the request unrecorded.
+
+    The client leaving is watched by one plain task that awaits `receive` and cancels
+    the stream's own task (as Starlette does for ASGI before 2.4, which uvicorn speaks,
+    but without an anyio task group and a second task per stream): the relay then sees
+    a CancelledError at its `yield`, as before.
     """
 
     def __init__(
@@ -56,10 +66,41 @@ class RelayResponse(StreamingResponse):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            await self._stream(receive, send)
         finally:
             if not self._started():
                 self._on_abandon()
+
+    async def _stream(self, receive: Any, send: Any) -> None:
+        streaming = asyncio.current_task()
+        assert streaming is not None
+        left = False
+
+        async def watch() -> None:
+            nonlocal left
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            left = True
+            streaming.cancel()
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})  # fmt: skip
+            async for chunk in self.body_iterator:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not left:
+                raise  # not the client: the server's own cancellation goes on
+            streaming.uncancel()
+        finally:
+            watcher.cancel()
+            # a relay left at a `yield` (the client went during a write) ends now, its
+            # outcome reported, rather than whenever the loop finalizes it
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 async def _drain(raw: AsyncIterator[bytes]) -> None:
@@ -96,11 +137,19 @@ def stream_error(message: str) -> bytes:
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClientFormat:
     """How one API's relayed events are written for its client: each event (None: send
-    nothing), the stream's closing event if it has one, and an error once bytes are out."""
+    nothing), the stream's closing event if it has one, and an error once bytes are out.
+
+    Messages streams add three things of Anthropic's: the closing events of a stream whose
+    upstream ended without its own (`closes`: the parser's `close()`), a deadline error of
+    its own kind, and the upstream's own error event passed on as it came."""
 
     encode: Callable[[dict[str, Any], str, bool], bytes | None]  # event, model, usage?
     done: bytes | None
     error: Callable[[str], bytes]
+    closes: bool = False
+    deadline_error: Callable[[str], bytes] | None = None
+    upstream_error: Callable[[dict[str, Any]], bytes] | None = None
+    malformed: str = "the upstream sent a malformed chunk"
 
 
 # chat completions and legacy completions: `data:` chunks, closed by [DONE]
@@ -124,10 +173,12 @@ async def relay(
     on_end: Outcome,
     fmt: ClientFormat = CHAT_FORMAT,
 ) -> AsyncIterator[bytes]:
+    """The one pump of every API's stream (chat, legacy completions, Responses, Messages)."""
     assert ex.request is not None
     ex.relay_started = True
     include_usage = ex.request.include_usage
     public_model = ex.requested
+    encode = fmt.encode
     # the whole stream's deadline, from the first event on (the headers had their own)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + provider.timeouts.stream_total
@@ -137,26 +188,33 @@ async def relay(
         pending = first
         done = False
         while True:
+            out: list[bytes] = []  # what this read carried: one write to the client
             for payload in pending:
-                chunks = parser.feed(payload)
+                events = parser.feed(payload)
                 done = parser.done
                 if done:
                     # the outcome is settled before the last event leaves: a client
                     # that hangs up right after [DONE] did not cancel anything
                     status, error_class = RequestStatus.OK, None
-                for chunk in chunks:
-                    out = fmt.encode(chunk, public_model, include_usage)
-                    if out is not None:
-                        if ex.ttft_ms is None:
-                            ex.ttft_ms = ex.elapsed_ms()
-                        yield out
-                if done:
+                for event in events:
+                    data = encode(event, public_model, include_usage)
+                    if data is None:
+                        continue
                     if ex.ttft_ms is None:
+                        # the first event alone, before the rest of its read is encoded
                         ex.ttft_ms = ex.elapsed_ms()
+                        yield data
+                    else:
+                        out.append(data)
+                if done:
                     if fmt.done is not None:
-                        yield fmt.done
+                        out.append(fmt.done)
                     break
+            if out:
+                yield out[0] if len(out) == 1 else b"".join(out)
             if done:
+                if ex.ttft_ms is None:
+                    ex.ttft_ms = ex.elapsed_ms()
                 await _drain(raw)
                 break
             try:
@@ -170,6 +228,11 @@ async def relay(
             pending = list(decoder.feed(received))
         if done or parser.finished:
             status, error_class = RequestStatus.OK, None
+            close = getattr(parser, "close", None) if fmt.closes else None
+            if close is not None:
+                closing = [encode(e, public_model, include_usage) for e in close()]
+                if any(closing):
+                    yield b"".join(c for c in closing if c is not None)
         else:
             status, http_status = RequestStatus.UPSTREAM_ERROR, 502
             error_class = FailureReason.RESET.value
@@ -182,18 +245,29 @@ async def relay(
         else:
             status, http_status = RequestStatus.UPSTREAM_ERROR, 504
             error_class = STREAM_DEADLINE
-            yield fmt.error(
-                f"the upstream stream ran past its {provider.timeouts.stream_total:g} s deadline"
-            )
+            message = (f"the upstream stream ran past its "
+                       f"{provider.timeouts.stream_total:g} s deadline")  # fmt: skip
+            yield (fmt.deadline_error or fmt.error)(message)
+    except UpstreamStreamError as err:
+        status, http_status = RequestStatus.UPSTREAM_ERROR, 502
+        if fmt.upstream_error is not None:
+            # Anthropic's own error event: a Messages client gets it as Anthropic sent it
+            error_class = FailureReason.UPSTREAM_5XX.value
+            yield fmt.upstream_error(err.event)
+        else:
+            error_class = FailureReason.MALFORMED.value
+            yield fmt.error(fmt.malformed)
     except MalformedReply:
         status, http_status = RequestStatus.UPSTREAM_ERROR, 502
         error_class = FailureReason.MALFORMED.value
-        yield fmt.error("the upstream sent a malformed chunk")
+        yield fmt.error(fmt.malformed)
     except (httpx.HTTPError, OSError) as err:
         failure = failure_from_exception(err, provider)
         status, http_status, error_class = RequestStatus.UPSTREAM_ERROR, 502, failure.reason
         yield fmt.error(f"upstream stream failed: {failure.message}")
     finally:
+        # the ledger's work (pricing, the record, its journal line) runs here, once the
+        # answer's last event ([DONE], message_stop) has been written to the client
         on_end(status, http_status, error_class, parser)
         await response.aclose()
 

@@ -43,3 +43,24 @@ def account(
     return Accounted(
         TokenUsage(prompt_tokens=prompt, completion_tokens=generated), UsageSource.ESTIMATED
     )
+
+
+
+def with_failed_attempts(
+    accounted: Accounted, messages: list[Any] | None, failures: int, model: str | None = None
+) -> Accounted:
+    """What a request is charged once `failures` of its attempts failed in a way the
+    provider may still bill (timeouts, broken connections, its 5xx): each one's prompt,
+    estimated, on top of what the attempt that ended it used (none, for a request that
+    failed). Marked estimated; left as it was when the prompt cannot be counted."""
+    if failures <= 0:
+        return accounted
+    one = account(None, messages=messages, completion="", model=model)
+    if one.usage is None:
+        return accounted
+    extra = one.usage.prompt_tokens * failures
+    base = accounted.usage or TokenUsage()
+    return Accounted(
+        dataclasses.replace(base, prompt_tokens=base.prompt_tokens + extra),
+        UsageSource.ESTIMATED,
+    )

@@ -12,7 +12,10 @@ whose breaker lets traffic through and that are under their rpm/tpm caps:
 - `high`: the lowest measured latency (EWMA);
 - `budget`: the lowest blended price;
 - `normal`: the lowest score latency_weight × latency + cost_weight × cost, each
-  min-max normalised over the usable candidates.
+  min-max normalised over the usable candidates;
+- `quality` (the header, or the alias's `policy: quality`): the cheapest candidate whose
+  feedback score over the alias's window is at least its `min_quality` with at least
+  `min_feedback` scores; with none such, the weights (recorded as `weighted`).
 
 The chain after it: the chosen model's own fallbacks, the alias's fallbacks, then the
 other usable candidates in the policy's order; de-duplicated, unusable ones left out.
@@ -29,7 +32,8 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from enum import StrEnum
 
-from gateway.domain.config import Config, Prices
+from gateway.domain.config import Config
+from gateway.domain.prices.sections import Prices
 from gateway.domain.routing_settings import RoutingSettings
 
 PRIORITY_HEADER = "x-costgate-priority"
@@ -41,6 +45,7 @@ class Priority(StrEnum):
     HIGH = "high"
     NORMAL = "normal"
     BUDGET = "budget"
+    QUALITY = "quality"
 
 
 class RouteHeaderError(ValueError):
@@ -72,7 +77,7 @@ class RouteOverrides:
             except ValueError:
                 raise RouteHeaderError(
                     PRIORITY_HEADER,
-                    f"{PRIORITY_HEADER} must be one of high, normal, budget "
+                    f"{PRIORITY_HEADER} must be one of high, normal, budget, quality "
                     f"(got {raw_priority.strip()[:40]!r})",
                 ) from None
         raw_nf = (headers.get(NO_FALLBACK_HEADER) or "").strip().lower()
@@ -94,6 +99,10 @@ class Health:
     capped: Mapping[str, float] = dataclasses.field(default_factory=dict)
     # EWMA latency in seconds, measured models only
     latency_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # feedback per window (days) and model: (mean score, count), refreshed in the background
+    quality: Mapping[int, Mapping[str, tuple[float, int]]] = dataclasses.field(
+        default_factory=dict
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -217,6 +226,31 @@ def rank_candidates(
     return sorted(names, key=lambda n: (score[n], -weights[n], n))
 
 
+def window_days(window: str) -> int:
+    """`7d` -> 7 (the config's `quality_window`, validated there)."""
+    return int(window.rstrip("d"))
+
+
+def quality_ranked(
+    live: Mapping[str, Decimal],
+    prices: Mapping[str, Decimal | None],
+    scores: Mapping[str, tuple[float, int]],
+    floor: float,
+    min_count: int,
+) -> list[str] | None:
+    """Candidates at or above the floor (on enough scores) cheapest first, then the rest
+    cheapest first; None when no candidate qualifies. An unpriced model counts dearest."""
+
+    def cheap(n: str) -> tuple[bool, Decimal, Decimal, str]:
+        p = prices.get(n)
+        return (p is None, p or Decimal(0), -live[n], n)
+
+    good = [n for n in live if (s := scores.get(n)) and s[1] >= min_count and s[0] >= floor]
+    if not good:
+        return None
+    return sorted(good, key=cheap) + sorted((n for n in live if n not in good), key=cheap)
+
+
 # --- the plan ---------------------------------------------------------------------------
 
 
@@ -228,6 +262,7 @@ def plan_route(
     prices: Mapping[str, Decimal | None],
     rng: random.Random,
     overrides: RouteOverrides = RouteOverrides(),  # noqa: B008 - frozen
+    mix: Mapping[str, Decimal] | None = None,  # an experiment variant's weights
 ) -> RoutePlan | RouteRefusal:
     excluded = {
         **{m: "at_cap" for m in health.capped},
@@ -255,17 +290,25 @@ def plan_route(
             404, "model_not_found", f"The model {requested[:80]!r} does not exist", param="model"
         )
 
-    weights = {m: w for m, w in settings.weights_for(requested, cfg).items() if w > 0}
+    mix = settings.weights_for(requested, cfg) if mix is None else mix
+    weights = {m: w for m, w in mix.items() if w > 0}
     live = {m: w for m, w in weights.items() if usable(m)}
     mode = overrides.priority
+    if mode is None and alias.policy == "quality":
+        mode = Priority.QUALITY
+    ranked: list[str] | None = None
+    if live and mode is Priority.QUALITY:
+        scores = health.quality.get(window_days(alias.quality_window), {})
+        ranked = quality_ranked(live, prices, scores, alias.min_quality, alias.min_feedback)
+        mode = mode if ranked else None  # too little feedback: the weights decide
     policy = mode.value if mode else "weighted"
     if live:
-        if mode is None:
+        if not ranked and mode is not None:
+            ranked = rank_candidates(live, mode, health, prices, settings)
+        elif not ranked:
             first = weighted_choice(live, rng)
             rest = sorted(live, key=lambda n: (-live[n], n))
             ranked = [first] + [m for m in rest if m != first]
-        else:
-            ranked = rank_candidates(live, mode, health, prices, settings)
         if overrides.no_fallback:
             return RoutePlan((ranked[0],), policy, requested, excluded)
         chain = _dedupe(

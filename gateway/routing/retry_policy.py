@@ -40,6 +40,22 @@ class FailureReason(StrEnum):
     OTHER = "other"  # an exception we do not know
 
 
+# failures after which the provider may have billed the attempt: the request reached it
+# and it may have generated (a timeout, a broken connection, a 5xx, a 200 we could not
+# read). A 429, a 4xx, an overload refusal (503, 529) or a connection that never opened
+# bills nothing.
+BILLABLE_FAILURES = frozenset({
+    FailureReason.TIMEOUT, FailureReason.RESET, FailureReason.UPSTREAM_5XX,
+    FailureReason.UPSTREAM_OTHER_5XX, FailureReason.MALFORMED, FailureReason.OTHER,
+})  # fmt: skip
+UNBILLED_STATUSES = frozenset({503, 529})
+
+
+def may_be_billed(reason: FailureReason, status: int | None) -> bool:
+    """Whether a failed attempt may still be on the provider's bill."""
+    return reason in BILLABLE_FAILURES and status not in UNBILLED_STATUSES
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Verdict:
     reason: FailureReason

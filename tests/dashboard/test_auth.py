@@ -87,6 +87,7 @@ def test_roles_allow_what_the_docs_say():
         Permission.EXPORT,
         Permission.BUDGETS_VIEW,
         Permission.BUDGETS_EDIT,
+        Permission.CUSTOMERS,
     }
     assert allowed["ops"] == {
         Permission.LATENCY,

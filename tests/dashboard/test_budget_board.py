@@ -72,7 +72,7 @@ def people(tmp_path):
 
     def signed_in(name: str, claimed_role: str | None = None) -> SessionUser:
         user = users[name]
-        session = store.open(name).session_id
+        session = store.open(name, user.password_hash).session_id
         return SessionUser(name, claimed_role or user.role, user.team, session)
 
     return users, store, signed_in

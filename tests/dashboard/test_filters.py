@@ -138,3 +138,49 @@ def test_the_data_window_is_kept_only_when_the_url_names_no_dates():
     assert picked.since is None and picked.grain == "hour"
     assert "from" not in to_query_params(default)
     assert clamp(default, NOW.date(), NOW.date(), NOW.date()) == (default, None)
+
+
+def test_end_user_and_tag_filters_round_trip_through_the_url():
+    from dashboard.filters import from_query_params, to_query_params
+
+    today = dt.date(2026, 11, 30)
+    params = {"from": "2026-11-01", "to": "2026-11-29", "user": "bob,alice",
+              "tag_key": "tier", "tag": "gold,silver"}  # fmt: skip
+    f = from_query_params(params, today)
+    assert (f.end_users, f.tag_key, f.tag_values) == (("alice", "bob"), "tier", ("gold", "silver"))
+    assert f.attributed and f.tag_filter
+    assert to_query_params(f) == {**params, "user": "alice,bob"}
+    bare = from_query_params({"tag_key": "tier"}, today)
+    assert not bare.tag_filter and not bare.attributed
+    assert "tag_key" not in to_query_params(bare)
+
+
+def test_views_say_which_filters_they_cannot_apply():
+    from dashboard.filters import (
+        CUBE_FILTERS,
+        SESSION_ROLLUP_FILTERS,
+        TAG_ROLLUP_FILTERS,
+        USER_ROLLUP_FILTERS,
+        Filters,
+        ignored_by,
+        ignored_note,
+    )
+
+    f = Filters(
+        start=dt.date(2026, 11, 1),
+        end=dt.date(2026, 11, 2),
+        models=("m",),
+        endpoints=("embeddings",),
+        end_users=("u",),
+        tag_key="k",
+        tag_values=("v",),
+    )
+    assert ignored_by(f, CUBE_FILTERS) == ("end user", "tag")
+    assert ignored_by(f, USER_ROLLUP_FILTERS) == ("model", "tag")
+    assert ignored_by(f, SESSION_ROLLUP_FILTERS) == ("model", "endpoint", "tag")
+    assert ignored_by(f, TAG_ROLLUP_FILTERS) == ("model", "end user")
+    assert ignored_note(f, CUBE_FILTERS, "this page") == (
+        "The end user and tag filters do not apply to this page: it shows every end user "
+        "and tag."
+    )
+    assert ignored_note(Filters(start=f.start, end=f.end), CUBE_FILTERS) is None

@@ -147,7 +147,8 @@ def people(tmp_path):
 
     def signed_in(name: str) -> SessionUser:
         user = users[name]
-        return SessionUser(name, user.role, user.team, store.open(name).session_id)
+        session = store.open(name, user.password_hash).session_id
+        return SessionUser(name, user.role, user.team, session)
 
     return users, store, signed_in
 

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pandas as pd
 from sqlalchemy import text
 
-from gateway.devtools.seed import APPS, copy_text, holds_seeded, remove_seeded, seed_ledger
+from gateway.devtools.seed import APPS, holds_seeded, remove_seeded, seed_ledger
 from gateway.domain.config import default_config_path, load_config
 from gateway.domain.pricing import PriceCatalog, TokenUsage
 from tests.dashboard.support.ledger import insert_records
@@ -13,13 +14,6 @@ from tests.dashboard.support.records import record
 
 CFG = load_config(default_config_path())
 END = dt.datetime(2026, 11, 20, 12, tzinfo=dt.UTC)
-
-
-def test_copy_text_escapes_like_postgres_expects():
-    assert copy_text(None) == "\\N"
-    assert copy_text(True) == "t"
-    assert copy_text(["a", 'b"c']) == '{"a","b\\\\"c"}'
-    assert copy_text("tab\there") == "tab\\there"
 
 
 def test_seeded_rows_are_priced_by_the_gateway_catalog(database_url, ledger_engine, empty_usage):
@@ -86,3 +80,96 @@ def test_seeded_rows_are_marked_and_removable(database_url, ledger_engine, empty
             text("SELECT count(*) FROM routing_changes WHERE actor = 'seed'")
         ).scalar()
     assert left == 1 and seeded_changes == 0
+
+
+MEASURES = (
+    "requests", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
+    "actual_cost_usd", "list_cost_usd", "savings_usd",
+)  # fmt: skip
+RAW_MEASURES = (
+    "count(*)", "coalesce(sum(prompt_tokens), 0)", "coalesce(sum(completion_tokens), 0)",
+    "coalesce(sum(cached_prompt_tokens), 0)", "sum(actual_cost_usd)", "sum(list_cost_usd)",
+    "sum(list_cost_usd - actual_cost_usd)",
+)  # fmt: skip
+# each rollup against the raw rows it sums: (table, its group, the raw rows' group, source)
+ROLLUPS = (
+    ("usage_rollup_user_daily", "app, team, end_user", "app, team, end_user",
+     "usage_records WHERE end_user IS NOT NULL"),
+    ("usage_rollup_tag_daily", "app, team, tag_key, tag_value", "app, team, k, v",
+     "usage_records CROSS JOIN LATERAL jsonb_each_text(tags) AS t(k, v)"),
+    ("usage_rollup_session_daily", "app, team, end_user, session_id",
+     "app, team, end_user, session_id", "usage_records WHERE session_id IS NOT NULL"),
+)  # fmt: skip
+
+
+def test_seeded_rows_carry_end_users_sessions_and_tags(database_url, ledger_engine, empty_usage):
+    report = seed_ledger(database_url, CFG, 20_000, days=10, end=END, seed=5, end_users=2_000)
+    with ledger_engine.connect() as conn:
+        rows = pd.DataFrame(
+            conn.execute(
+                text(
+                    "SELECT app, end_user, session_id, tags FROM usage_records"
+                    " ORDER BY started_at, request_id"
+                )
+            ).all()
+        )
+    users = rows["end_user"].dropna()
+    assert report.end_users == users.nunique() and 1_000 < report.end_users <= 2_000
+    assert 0.85 < len(users) / len(rows) < 0.95  # internal jobs have no end user
+    per_user = users.value_counts()
+    assert per_user.iloc[:10].sum() > 0.1 * len(users)  # a heavy head
+    assert per_user.median() < per_user.mean() / 2  # and a long tail
+    assert (users.groupby(rows["app"]).nunique() > 50).all()
+    # tags come back from JSONB as the dicts written; about 50 values in all
+    assert all(isinstance(t, dict) and {"feature", "env"} <= t.keys() for t in rows["tags"])
+    values = {pair for t in rows["tags"] for pair in t.items()}
+    assert report.tag_values == len(values) == 50
+    # a session: up to 20 requests of one end user in one app
+    sessions = rows.dropna(subset=["session_id"]).groupby("session_id")
+    assert (sessions["end_user"].nunique() == 1).all() and (sessions["app"].nunique() == 1).all()
+    sizes = sessions.size()
+    assert sizes.max() == 20 and sizes.min() == 1 and 3 < sizes.mean() < 7
+    assert rows["session_id"].isna().equals(rows["end_user"].isna())
+
+
+def test_the_attribution_rollups_equal_the_seeded_rows_sums(
+    database_url, ledger_engine, empty_usage
+):
+    seed_ledger(database_url, CFG, 5_000, days=4, end=END, seed=9, end_users=300)
+    with ledger_engine.connect() as conn:
+        for table, group, raw_group, source in ROLLUPS:
+            rolled = (
+                f"SELECT {group}, {', '.join(f'sum({m})' for m in MEASURES)}"
+                f" FROM {table} GROUP BY {group}"
+            )
+            raw = (
+                f"SELECT {raw_group}, {', '.join(RAW_MEASURES)} FROM {source} GROUP BY {raw_group}"
+            )
+            groups = conn.execute(text(f"SELECT count(*) FROM ({rolled}) g")).scalar()
+            differ = conn.execute(
+                text(
+                    f"SELECT count(*) FROM (({rolled}) EXCEPT ({raw}) UNION ALL"
+                    f" ({raw}) EXCEPT ({rolled})) d"
+                )
+            ).scalar()
+            assert groups and groups > 20 and differ == 0, table
+
+
+def test_the_seed_command_takes_an_end_user_population_and_counts_what_it_wrote(
+    database_url, empty_usage
+):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "seed", "--rows", "3000", "--days", "90",
+         "--end-users", "100000"],
+        env={**os.environ, "DATABASE_URL": database_url},
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    summary = done.stdout.strip().splitlines()[-1]
+    assert summary.startswith("seeded 3,000 requests from ")
+    # 3,000 requests reach a few hundred of 100,000 customers: the heavy ones, again and again
+    written = int(summary.split("; ")[1].split(" distinct end users")[0].replace(",", ""))
+    assert 100 < written < 2_700
+    assert summary.endswith(" distinct end users, 50 distinct tag values")

@@ -132,6 +132,7 @@ def test_the_savings_split_of_one_record_adds_up_to_its_headline():
         "routing": Decimal("0.0088"),
         "cached_tokens": Decimal("0.0000504"),
         "provider_price_fx": Decimal("0.0002"),
+        "batch_discount": 0,  # no batch lines
         "cache_hits": 0,  # no response-cache hits
     }
     assert split.no_costgate_usd == Decimal("0.01") + Decimal("0.0000504")  # baseline + cached
@@ -164,3 +165,12 @@ def test_cancelled_stream_counts_as_error_with_known_cost():
     rec = record(status=RequestStatus.CANCELLED, usage_source=UsageSource.ESTIMATED)
     t = totals(records_to_cube(frame([rec]), "day"))
     assert t.errors == 1 and t.estimated_requests == 1 and t.spend_usd == Decimal("0.001")
+
+
+def test_a_failed_request_the_provider_may_have_billed_at_an_unknown_cost_is_counted():
+    # a timeout whose prompt was counted (estimated) on a model without a price: billed,
+    # at a cost we do not know; a failure without usage stays an error only
+    billed = failed(error_class="timeout", http_status=504, prompt_tokens=40,
+                    completion_tokens=0, usage_source=UsageSource.ESTIMATED)
+    t = totals(records_to_cube(frame([billed, failed()]), "day"))
+    assert t.errors == 2 and t.unknown_cost_requests == 1

@@ -12,8 +12,10 @@ from sqlalchemy import Engine, insert
 from db.budgets import (
     BudgetNotFound,
     budget_changes,
+    end_user_spend,
     load_budgets,
     remove_budget,
+    scope_value_of,
     set_budget,
     spent_in_period,
 )
@@ -118,3 +120,30 @@ def test_spent_counts_the_scopes_billed_cost_inside_the_period(ledger_engine: En
 def test_the_schema_allows_exactly_the_domains_scopes_and_periods() -> None:
     assert set(BUDGET_SCOPES) == {s.value for s in BudgetScope}
     assert set(BUDGET_PERIODS) == {p.value for p in BudgetPeriod}
+
+
+def test_each_user_and_tag_scopes_count_their_own_rows(ledger_engine: Engine) -> None:
+    start = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    end = start + dt.timedelta(days=1)
+    _record(ledger_engine, start, "0.5", end_user="alice", tags={"feature": "search"})
+    _record(ledger_engine, start, "0.25", end_user="alice")
+    _record(ledger_engine, start, "0.125", end_user="bob", tags={"feature": "chat"})
+    _record(ledger_engine, start, "8", end_user="alice", app="blog", tags={"feature": "search"})
+    _record(ledger_engine, start, "16")  # no end user, no tag
+    each, tag = BudgetScope.EACH_USER, BudgetScope.TAG
+    assert spent_in_period(ledger_engine, each, "shop", start, end, "alice") == Decimal("0.75")
+    assert spent_in_period(ledger_engine, each, "shop", start, end, "bob") == Decimal("0.125")
+    # no subject: the top spender's (what alerts compare with the limit each user has)
+    assert spent_in_period(ledger_engine, each, "shop", start, end) == Decimal("0.75")
+    assert spent_in_period(ledger_engine, tag, "feature=search", start, end) == Decimal("8.5")
+    budget = set_budget(ledger_engine, each, "shop", DAY, Decimal("0.5"), actor="a")
+    users = end_user_spend(ledger_engine, budget, start, end)
+    assert (users.end_users, users.at_or_over) == (2, 1)
+    assert users.top == (("alice", Decimal("0.75")), ("bob", Decimal("0.125")))
+
+
+def test_a_tag_budget_is_stored_as_key_equals_value() -> None:
+    assert scope_value_of(BudgetScope.TAG, " feature = search ") == "feature=search"
+    assert scope_value_of(BudgetScope.ALL, "x") == ""
+    with pytest.raises(ValueError):
+        set_budget(None, BudgetScope.TAG, "feature", DAY, Decimal(1), actor="a")

@@ -15,6 +15,9 @@ KEYS = {
     hash_key("cg-alice"): KeyInfo(uuid.uuid4(), "alice-app", "a", ("fast", "gpt-4.1"), 2, 512,
                                   dt.datetime(2031, 1, 2, 3, 4, tzinfo=dt.UTC), False),
     hash_key("cg-ops"): KeyInfo(uuid.uuid4(), "ops", None, is_admin=True),
+    hash_key("cg-bot"): KeyInfo(uuid.uuid4(), "bot", None, default_tags={"env": "prod"},
+                                allowed_tag_keys=("feature",), user_rpm_limit=3,
+                                user_tpm_limit=900),
 }  # fmt: skip
 
 

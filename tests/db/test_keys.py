@@ -131,3 +131,70 @@ def test_a_scope_that_would_make_a_dead_or_ambiguous_key_is_refused(
 def test_one_string_is_not_taken_for_a_list_of_model_names(ledger_engine: Engine) -> None:
     with pytest.raises(TypeError):
         create_key(ledger_engine, "bad", allowed_models="gpt-4o")
+
+
+def test_default_tags_allowed_tag_keys_and_per_user_limits_round_trip(
+    ledger_engine: Engine,
+) -> None:
+    key, created = create_key(
+        ledger_engine,
+        "assistant",
+        default_tags={"env": "prod", "feature": ""},
+        allowed_tag_keys=["feature", "tenant", "feature"],
+        user_rpm_limit=30,
+        user_tpm_limit=20_000,
+    )
+    info = load_active_keys(ledger_engine)[hash_key(key)]
+    assert info.default_tags == {"env": "prod", "feature": ""}
+    assert info.allowed_tag_keys == ("feature", "tenant")  # de-duplicated, in order
+    assert (info.user_rpm_limit, info.user_tpm_limit) == (30, 20_000)
+    (listed,) = list_keys(ledger_engine)
+    assert listed == created
+    assert listed.default_tags == info.default_tags
+    assert listed.allowed_tag_keys == ("feature", "tenant")
+    assert (listed.user_rpm_limit, listed.user_tpm_limit) == (30, 20_000)
+    with ledger_engine.connect() as conn:
+        stored = conn.execute(text("SELECT default_tags, allowed_tag_keys FROM api_keys")).one()
+    assert tuple(stored) == ({"env": "prod", "feature": ""}, ["feature", "tenant"])  # JSONB
+
+
+def test_a_key_without_tags_or_user_limits_stores_none_and_an_empty_allow_list_is_kept(
+    ledger_engine: Engine,
+) -> None:
+    plain, _ = create_key(ledger_engine, "plain", default_tags={})
+    closed, _ = create_key(ledger_engine, "closed", allowed_tag_keys=[])
+    active = load_active_keys(ledger_engine)
+    p = active[hash_key(plain)]
+    assert (p.default_tags, p.allowed_tag_keys, p.user_rpm_limit, p.user_tpm_limit) == (
+        None, None, None, None)  # fmt: skip
+    # no tag of the request's own: different from any tag (None)
+    assert active[hash_key(closed)].allowed_tag_keys == ()
+
+
+@pytest.mark.parametrize(
+    ("attribution", "message"),
+    [
+        ({"default_tags": {f"k{i}": "v" for i in range(17)}}, "at most 16 default tags"),
+        ({"default_tags": {"k" * 65: "v"}}, "at most 64"),
+        ({"default_tags": {"": "v"}}, "must not be empty"),
+        ({"default_tags": {"env": "v" * 513}}, "at most 512"),
+        ({"default_tags": {"env": "a\nb"}}, "printable"),
+        ({"default_tags": {"env": 3}}, "must be strings"),
+        ({"allowed_tag_keys": ["ok", "x" * 65]}, "at most 64"),
+        ({"allowed_tag_keys": ["bad\tkey"]}, "printable"),
+        ({"allowed_tag_keys": [f"k{i}" for i in range(17)]}, "at most 16 allowed tag keys"),
+        ({"user_rpm_limit": 0}, "user_rpm_limit must be at least 1"),
+        ({"user_tpm_limit": -1}, "user_tpm_limit must be at least 1"),
+    ],
+)
+def test_tags_and_user_limits_no_request_could_meet_are_refused(
+    ledger_engine: Engine, attribution: dict, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        create_key(ledger_engine, "bad", **attribution)
+    assert list_keys(ledger_engine) == []
+
+
+def test_one_string_is_not_taken_for_a_list_of_tag_keys(ledger_engine: Engine) -> None:
+    with pytest.raises(TypeError):
+        create_key(ledger_engine, "bad", allowed_tag_keys="feature")

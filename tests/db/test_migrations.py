@@ -12,6 +12,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, make_url
 
 import db.analytics  # noqa: F401 - the rollup tables are on Base.metadata too
+import db.batches.tables  # noqa: F401 - and the batch tables
+import db.quality  # noqa: F401 - the feedback tables too
+import db.shared_state.provider_objects  # noqa: F401 - and the provider objects' owners
+import db.shared_state.response_cache  # noqa: F401 - and the response cache's table
 from db.engine import libpq_url, make_engine
 from db.migrate import current_revision, downgrade, head_revision, upgrade
 from db.models import ENDPOINTS, REQUEST_STATUSES, USAGE_SOURCES, Base
@@ -62,6 +66,12 @@ def test_upgrade_twice_is_a_no_op(empty_database: str) -> None:
     assert current_revision(empty_database) == head_revision()
 
 
+def _not_a_partition(obj: object, name: str | None, kind: str, reflected: bool, to: object) -> bool:
+    """The ledger's weekly partitions are made by its upkeep, not by the models."""
+    return not (kind == "table" and reflected and to is None
+                and (name or "").startswith("usage_records_"))  # fmt: skip
+
+
 def test_autogenerate_finds_no_difference_between_models_and_migrations(
     database_url: str,
 ) -> None:
@@ -69,7 +79,12 @@ def test_autogenerate_finds_no_difference_between_models_and_migrations(
     try:
         with engine.connect() as conn:
             context = MigrationContext.configure(
-                conn, opts={"compare_type": True, "compare_server_default": True}
+                conn,
+                opts={
+                    "compare_type": True,
+                    "compare_server_default": True,
+                    "include_object": _not_a_partition,
+                },
             )
             diff = compare_metadata(context, Base.metadata)
     finally:

@@ -140,6 +140,17 @@ def test_prometheus_scrapes_the_gateway_service_on_its_port():
         "costgate-budgets": ["alerts:9108"],
     }
     assert all(job["metrics_path"] == "/metrics" for job in prom["scrape_configs"])
+    # the gateway binds beyond loopback: Prometheus sends the token its config names
+    token_env = cfg.gateway.metrics_token_env
+    assert token_env is not None
+    gateway_job = next(j for j in prom["scrape_configs"] if j["job_name"] == "costgate")
+    path = gateway_job["authorization"]["credentials_file"]
+    secret = path.removeprefix("/run/secrets/")
+    services = compose()["services"]
+    assert secret in services["prometheus"]["secrets"]
+    assert compose()["secrets"][secret] == {"environment": token_env}
+    assert token_env in services["gateway"]["environment"]
+    assert token_env in services["secrets-check"]["command"]
 
 
 @pytest.mark.parametrize("service", [s for s in COSTGATE_SERVICES if s != ONE_SHOT])

@@ -13,6 +13,9 @@ def test_the_container_config_is_the_example_with_container_addresses_only():
         assert provider["base_url"].startswith("http://sim:9100/")
     # put the container's differences back: what is left must be the example itself
     container["gateway"]["host"] = example["gateway"]["host"]
+    # beyond loopback /metrics wants a token; the example binds loopback
+    assert container["gateway"].pop("metrics_token_env") == "COSTGATE_METRICS_TOKEN"
+    assert "metrics_token_env" not in example["gateway"]
     container["sim"]["host"] = example["sim"]["host"]
     for mine, theirs in zip(container["providers"], example["providers"], strict=True):
         mine["base_url"] = mine["base_url"].replace("http://sim:9100/", "http://127.0.0.1:9100/")

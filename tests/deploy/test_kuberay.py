@@ -125,6 +125,12 @@ def test_the_pod_monitor_scrapes_one_head_pod_on_the_serve_port():
     ports = {p["name"]: p["containerPort"] for p in head["spec"]["containers"][0]["ports"]}
     assert endpoint["path"] == "/metrics"
     assert ports[endpoint["port"]] == 8000
+    # the pods bind beyond loopback: the scrape sends the token the pods read
+    token = endpoint["authorization"]["credentials"]
+    env = {e["name"]: e for e in head["spec"]["containers"][0]["env"]}
+    assert env[token["key"]]["valueFrom"]["secretKeyRef"]["name"] == token["name"]
+    secret = _by_kind(yaml_docs(K8S / "secret.example.yaml"))["Secret"]
+    assert token["key"] in secret["stringData"]
 
 
 def test_the_dashboard_reaches_the_services_kuberay_creates():

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 from db.analytics import rollup_sql
 
@@ -62,10 +63,13 @@ def _latency_table(grain: rollup_sql.Grain) -> None:
         name,
         sa.Column("bucket", sa.DateTime(timezone=True), nullable=False),
         *(
-            sa.Column(d, _TYPES[t], nullable=d not in ("endpoint", "metric", "bin"))
+            sa.Column(d, _TYPES[t], nullable=d not in ("endpoint", "metric"))
             for d, t in rollup_sql.LATENCY_DIMENSIONS.items()
         ),
         sa.Column("requests", sa.BigInteger(), nullable=False, server_default=sa.text("0")),
+        # the shape of rollup_sql today (one histogram per group, 0012): a database
+        # migrated before 0012 holds one row per bin, which 0012 converts
+        sa.Column("bins", postgresql.ARRAY(sa.BigInteger()), nullable=False),
     )
     op.create_index(
         f"ux_{name}_key",
@@ -88,7 +92,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_usage_rollup_state")),
     )
     op.execute(f"INSERT INTO {rollup_sql.STATE_TABLE} (id) VALUES (true)")
-    for statement in (*rollup_sql.function_sql(), *rollup_sql.TRIGGERS_SQL):
+    for statement in (*rollup_sql.function_sql(attribution=False), *rollup_sql.TRIGGERS_SQL):
         op.execute(statement)
     # the backfill: every existing row, folded by the same SQL the trigger runs
     op.execute(

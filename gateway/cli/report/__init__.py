@@ -9,6 +9,7 @@ same query and page code the gateway's API runs, so their figures are the API's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import sys
 import time
@@ -27,12 +28,21 @@ def register(sub: Any) -> None:
     rep.add_argument("--bucket-width", choices=("1m", "1h", "1d"), default="1d")
     rep.add_argument(
         "--group-by",
+        "--by",
         default="",
         metavar="G1,G2",
-        help="project_id (app), api_key_id, model, team, provider, alias; costs: line_item",
+        help="project_id (app), api_key_id, model, team, provider, alias, user (the end user),"
+        " tag:KEY; costs: line_item",
     )
-    for name in ("project-ids", "api-key-ids", "models", "teams", "providers", "aliases"):
+    for name in ("project-ids", "api-key-ids", "models", "teams", "providers", "aliases", "users"):
         rep.add_argument(f"--{name}", default="", metavar="A,B", help=f"only these {name}")
+    rep.add_argument(
+        "--tags", action="append", default=[], metavar="KEY:VALUE", help="only rows with this tag"
+    )
+    rep.add_argument(
+        "--results-limit", type=int, default=None, metavar="N",
+        help="with --by user or tag:KEY: the N costliest per bucket",
+    )  # fmt: skip
     rep.add_argument("--format", choices=("table", "csv", "json"), default="table")
     rep.set_defaults(func=cmd_report)
 
@@ -76,10 +86,12 @@ def _instant(value: str) -> int:
     return int(dt.datetime.combine(day, dt.time(), dt.UTC).timestamp())
 
 
-def _engine() -> Any:
-    from db.engine import database_url, make_engine
+def _engine(read_only: bool = False) -> Any:
+    # a report only reads: a streaming replica if DATABASE_READ_URL is set; rebuild, prune
+    # and status (which compares raw rows with rollups the primary just wrote) use the primary
+    from db.engine import database_url, make_engine, read_database_url
 
-    return make_engine(database_url())
+    return make_engine(read_database_url() if read_only else database_url())
 
 
 def query_items(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -89,25 +101,40 @@ def query_items(args: argparse.Namespace) -> list[tuple[str, str]]:
         items.append(("end_time", str(args.end)))
     if args.group_by:
         items.append(("group_by", args.group_by))
-    for name in ("project_ids", "api_key_ids", "models", "teams", "providers", "aliases"):
-        if getattr(args, name):
+    for name in ("project_ids", "api_key_ids", "models", "teams", "providers", "aliases", "users"):
+        if getattr(args, name, ""):
             items.append((name, getattr(args, name)))
+    items += [("tags", t) for t in getattr(args, "tags", [])]
+    if getattr(args, "results_limit", None) is not None:
+        items.append(("results_limit", str(args.results_limit)))
     return items
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from db.analytics.usage_queries import fetch_usage
-    from db.analytics.usage_request import LIMITS, UsageParamError, build_page, parse_query
+    from db.analytics.usage_request import (
+        LIMITS,
+        UsageParamError,
+        build_page,
+        parse_query,
+        rollup_answers,
+    )
     from gateway.cli.report import render
 
-    items = [*query_items(args), ("limit", str(LIMITS[args.bucket_width][1]))]
+    # one bucket a page passes every check; then as many as a page may hold: by user or
+    # tag over raw rows (no rollup holds the groups) that is one day's worth
+    items = [*query_items(args), ("limit", "1")]
     try:
         query: Any = parse_query(args.kind, items, int(time.time()))
     except UsageParamError as err:
         print(f"costgate report: {err.message}", file=sys.stderr)
         return 2
+    most = LIMITS[args.bucket_width][1]
+    if query.attributed and not rollup_answers(query):
+        most = max(1, 86400 // query.width_s)
+    query = dataclasses.replace(query, limit=most)
     group_by = query.group_by
-    engine = _engine()
+    engine = _engine(read_only=True)
     buckets: list[dict[str, Any]] = []
     try:
         while query is not None:  # every page of the range

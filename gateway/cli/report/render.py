@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from db.analytics.usage_request import COST_GROUPS, Kind, encode_json
+from db.analytics.usage_request import COST_GROUPS, TAG_PREFIX, Kind, encode_json
 
 MEASURES: dict[str, tuple[str, ...]] = {
     "completions": ("input_tokens", "output_tokens", "input_cached_tokens", "num_model_requests"),
@@ -34,6 +34,8 @@ def flatten(kind: Kind, group_by: Sequence[str], buckets: Iterable[dict[str, Any
     """One dict per (bucket, result): start, end, the groups asked for, the measures
     (money as its exact Decimal, in USD; None where unknown)."""
     groups = [g for g in COST_GROUPS if g in group_by]
+    by_user = "user" in group_by
+    tag = next((g[len(TAG_PREFIX) :] for g in group_by if g.startswith(TAG_PREFIX)), None)
     rows = []
     for bucket in buckets:
         for result in bucket["results"]:
@@ -41,6 +43,10 @@ def flatten(kind: Kind, group_by: Sequence[str], buckets: Iterable[dict[str, Any
                 "start": _iso(bucket["start_time"]),
                 "end": _iso(bucket["end_time"]),
             }
+            if by_user:
+                row["user_id"] = result.get("user_id")
+            if tag is not None:
+                row[f"tag:{tag}"] = result["tags"][tag]
             for g in groups:
                 row[g] = result.get(g)
             for m in MEASURES[kind]:

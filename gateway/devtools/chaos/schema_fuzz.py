@@ -52,10 +52,13 @@ CHAT_REQUEST: dict[str, Any] = {
 }
 
 
-def fetch_schema(gateway_url: str, cfg_path: str) -> tuple[dict[str, Any], str]:
-    """The served schema, or the app's own when it is not served; and which it was."""
+def fetch_schema(
+    gateway_url: str, cfg_path: str, headers: dict[str, str] | None = None
+) -> tuple[dict[str, Any], str]:
+    """The served schema (it wants a gateway key: `headers`), or the app's own when it is
+    not served; and which it was."""
     try:
-        resp = httpx.get(f"{gateway_url}/openapi.json", timeout=10)
+        resp = httpx.get(f"{gateway_url}/openapi.json", timeout=10, headers=headers)
         if resp.status_code == 200:
             return resp.json(), "served at /openapi.json"
         how = f"/openapi.json answered {resp.status_code}: generated from the app"
@@ -127,9 +130,9 @@ def fuzz(schema: dict[str, Any], base_url: str, headers: dict[str, str], example
 def run(ctx: Context) -> ScenarioResult:
     name = "schemathesis"
     started, since = time.monotonic(), utcnow()
-    schema, how = fetch_schema(ctx.stack.gateway_url, str(ctx.stack.config_path))
-    outcomes, per_status = fuzz(with_chat_body(schema), ctx.stack.gateway_url,
-                                {"Authorization": f"Bearer {ctx.key(name)}"},
+    auth = {"Authorization": f"Bearer {ctx.key(name)}"}
+    schema, how = fetch_schema(ctx.stack.gateway_url, str(ctx.stack.config_path), auth)
+    outcomes, per_status = fuzz(with_chat_body(schema), ctx.stack.gateway_url, auth,
                                 ctx.sizes.fuzz_examples, name)  # fmt: skip
     # only the model APIs record usage: the other routes' answers have no row to match
     chat = [o for o in outcomes if o.client_id.startswith(f"{name}-rec-")]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.devtools.sim.request import ChatRequest
-from gateway.devtools.sim.settings import Behaviour
+from gateway.devtools.sim.settings import REFUSAL_TEXT, Behaviour
 from gateway.devtools.sim.tokens import (
     REPLY_PRIMING_TOKENS,
     corpus,
@@ -43,10 +43,11 @@ class PlannedChoice:
     finish_reason: str
     completion_tokens: int
     reasoning_tokens: int
+    refusal: str | None = None  # the model declined: no content, this text instead
 
     @property
     def content(self) -> str | None:
-        return None if self.tool_call else "".join(self.pieces)
+        return None if self.tool_call or self.refusal else "".join(self.pieces)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,13 @@ class ReplyPlan:
     usage: Usage
     ttft_s: float  # until the first content token (reasoning time included)
     per_token_s: float
+    service_tier: str = "default"  # the tier it answers it served at (OpenAI's names)
+    web_searches: int = 0  # hosted web search calls it reports
+
+    @property
+    def anthropic_tier(self) -> str:
+        """The tier in Anthropic's names: `standard` unless another was asked for."""
+        return "standard" if self.service_tier == "default" else self.service_tier
 
     @property
     def longest(self) -> int:
@@ -167,7 +175,8 @@ def prompt_token_counts(request: ChatRequest) -> list[int]:
 
 
 def plan_reply(request: ChatRequest, behaviour: Behaviour, rng: random.Random,
-               prompt_cache: PromptCache | None = None) -> ReplyPlan:
+               prompt_cache: PromptCache | None = None, spoil: str | None = None) -> ReplyPlan:
+    """`spoil`: one of the quality faults (`settings.QUALITY_FAULTS`) to answer with."""
     counts = prompt_token_counts(request)
     prompt_tokens = sum(counts) + REPLY_PRIMING_TOKENS + tools_tokens(request.tools)
     cached = prompt_cache.cached_tokens(request.model, request.messages, counts) \
@@ -185,7 +194,9 @@ def plan_reply(request: ChatRequest, behaviour: Behaviour, rng: random.Random,
         room = wanted if cap is None else min(wanted, cap - reasoning)
         tool_call = None
         if tool is not None:
-            arguments = json.dumps(_example_value(tool.get("parameters"), rng))
+            value = _example_value(tool.get("parameters"), rng)
+            # parses, but an array where the schema wants an object
+            arguments = json.dumps([value] if spoil == "bad_tool_args" else value)
             tool_call = ToolCall(f"call_{rng.getrandbits(96):024x}", tool["name"], arguments)
             pieces = tokenize_pieces(arguments)
             pieces_json = tuple(json.dumps(p) for p in pieces)
@@ -193,7 +204,8 @@ def plan_reply(request: ChatRequest, behaviour: Behaviour, rng: random.Random,
             finish = "tool_calls"
         elif request.json_mode:
             words = text.text(rng.randrange(text.size), max(room - 6, 1))
-            pieces = tokenize_pieces(json.dumps({"answer": words.strip()}))
+            answer = json.dumps({"answer": words.strip()})
+            pieces = tokenize_pieces(answer[:-2] if spoil == "bad_json" else answer)
             finish = "stop"
             if cap is not None and len(pieces) > room:
                 # cut like OpenAI does: at the limit, even in the middle of the JSON
@@ -204,12 +216,19 @@ def plan_reply(request: ChatRequest, behaviour: Behaviour, rng: random.Random,
             pieces, pieces_json = text.run(rng.randrange(text.size), room)
             visible = room
             finish = "length" if room < wanted else "stop"
+        if spoil == "truncate" and tool is None and len(pieces) > 1:
+            pieces, finish = pieces[: len(pieces) // 2], "length"
+            pieces_json, visible = tuple(json.dumps(p) for p in pieces), len(pieces)
+        refusal = REFUSAL_TEXT if spoil == "refusal" and tool is None else None
         choices.append(PlannedChoice(index, pieces, pieces_json, tool_call, finish,
-                                     visible + reasoning, reasoning))
+                                     visible + reasoning, reasoning, refusal))
     reasoning_total = sum(c.reasoning_tokens for c in choices)
     usage = Usage(prompt_tokens, sum(c.completion_tokens for c in choices), cached,
                   reasoning_total)
     # hidden reasoning happens before the first visible token
     ttft_s = _jittered(behaviour.ttft_ms, behaviour.jitter, rng) / 1000 + \
         max((c.reasoning_tokens for c in choices), default=0) * per_token_s
-    return ReplyPlan(tuple(choices), usage, ttft_s, per_token_s)
+    # the tier asked for is the tier served ("auto" and Anthropic's standard ones: default)
+    tier = request.service_tier
+    served = "default" if tier in (None, "auto", "standard_only", "standard") else str(tier)
+    return ReplyPlan(tuple(choices), usage, ttft_s, per_token_s, served, request.web_searches)

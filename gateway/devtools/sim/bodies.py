@@ -21,7 +21,7 @@ def _dumps(value: Any) -> str:
 
 def _message(choice: PlannedChoice) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": choice.content,
-                               "refusal": None, "annotations": []}
+                               "refusal": choice.refusal, "annotations": []}
     if choice.tool_call:
         message["tool_calls"] = [_tool_call(choice.tool_call, choice.tool_call.arguments)]
     return message
@@ -44,7 +44,7 @@ def completion_body(request_id: str, created: int, model: str, plan: ReplyPlan,
              "finish_reason": c.finish_reason}
             for c in plan.choices
         ],
-        "service_tier": "default",
+        "service_tier": plan.service_tier,
         "system_fingerprint": FINGERPRINT,
     }
     if with_usage:
@@ -107,7 +107,7 @@ class ChunkEncoder:
 
     def usage(self, plan: ReplyPlan) -> str:
         body = {"id": self._id, "object": "chat.completion.chunk", "created": self._created,
-                "model": self._model, "service_tier": "default",
+                "model": self._model, "service_tier": plan.service_tier,
                 "system_fingerprint": FINGERPRINT, "choices": [],
                 "usage": plan.usage.as_dict()}
         return f"data: {_dumps(body)}\n\n"

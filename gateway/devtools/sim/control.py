@@ -81,5 +81,9 @@ async def recent_requests(request: Request) -> Response:
 
 
 async def reset(request: Request) -> Response:
-    sim_state(request).reset()
+    state = sim_state(request)
+    state.reset()
+    # the batch store's settings back to the configured ones, its counters to zero
+    request.app.state.sim_batches.reset(state.settings.batches.delay_s,
+                                        state.settings.batches.failed_custom_ids)
     return JSONResponse({"reset": True})

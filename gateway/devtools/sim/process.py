@@ -50,6 +50,10 @@ class SimControl:
         """Override ttft_ms, per_token_ms, jitter, completion_tokens=(lo, hi) for a model."""
         return self._ok(self._http.put("/_sim/behaviour", json={"model": model, **figures}))
 
+    def behaviour(self) -> dict[str, Any]:
+        """The figures in force: {"default": {...}, "models": {upstream id: {...}}}."""
+        return self._ok(self._http.get("/_sim/behaviour"))
+
     def clear_behaviour(self) -> None:
         self._ok(self._http.delete("/_sim/behaviour"))
 

@@ -26,6 +26,8 @@ class ChatRequest:
     tool_choice: Any = None
     response_format: dict[str, Any] | None = None
     seed: int | None = None
+    service_tier: str | None = None  # as asked (None: the default)
+    web_searches: int = 0  # web search calls the hosted tool makes (sim: its cap, up to 4)
 
     @property
     def json_mode(self) -> bool:
@@ -84,7 +86,28 @@ def parse_chat_request(body: Any) -> ChatRequest:
         tool_choice=body.get("tool_choice"),
         response_format=response_format,
         seed=_seed(body),
+        service_tier=service_tier(body),
     )
+
+
+MAX_WEB_SEARCHES = 4
+
+
+def service_tier(body: dict[str, Any]) -> str | None:
+    tier = body.get("service_tier")
+    return tier if isinstance(tier, str) else None
+
+
+def web_searches(tools: Any, cap: Any) -> int:
+    """A hosted web search tool searches its cap's times (up to 4), once without a cap;
+    no such tool: none."""
+    if not isinstance(tools, list) or not any(
+        isinstance(t, dict) and str(t.get("type", "")).startswith("web_search") for t in tools
+    ):
+        return 0
+    if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0:
+        return min(cap, MAX_WEB_SEARCHES)
+    return 1
 
 
 def _seed(body: dict[str, Any]) -> int | None:

@@ -11,6 +11,7 @@ the difference against this server: it must add as little as it can. Routes:
   GET|PUT|DELETE /_sim/faults      faults at run time (PUT {"model", "kind", ...})
   GET|PUT|DELETE /_sim/behaviour   latency and length overrides per model
   GET /_sim/stats, GET /_sim/requests, POST /_sim/reset, GET /healthz  (control.py)
+  Files, Batches and Message Batches, and GET|PUT /_sim/batches            (batches/routes.py)
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.devtools.sim import bodies, control
+from gateway.devtools.sim.batches.routes import routes as batch_routes
+from gateway.devtools.sim.batches.store import SimBatches
 from gateway.devtools.sim.behaviour import ReplyPlan, plan_reply
 from gateway.devtools.sim.faults import ActiveFault
 from gateway.devtools.sim.native.routes import NativeRoutes
@@ -46,7 +49,7 @@ from gateway.devtools.sim.responses import (
     sleep_unless_disconnected,
     until_disconnected,
 )
-from gateway.devtools.sim.settings import SimSettings
+from gateway.devtools.sim.settings import QUALITY_FAULTS, SimSettings
 from gateway.devtools.sim.state import SimState, sim_state
 
 _ERRORS = {
@@ -173,7 +176,8 @@ async def _answer(request: Request, state: SimState, chat: ChatRequest,
                   fault: str | None) -> Response:
     # like OpenAI's `seed`: the same request with the same seed gets the same answer
     rng = state.rng if chat.seed is None else random.Random(chat.seed)
-    plan = plan_reply(chat, state.behaviour(chat.model), rng, state.prompt_cache)
+    spoil = fault if fault in QUALITY_FAULTS else None
+    plan = plan_reply(chat, state.behaviour(chat.model), rng, state.prompt_cache, spoil)
     request_id = f"chatcmpl-{state.rng.getrandbits(96):024x}"
     created = int(time.time())
     headers = {"x-request-id": request_id}
@@ -219,8 +223,12 @@ def build_app(settings: SimSettings, served_models: tuple[str, ...] = ()) -> Sta
         Route("/_sim/requests", control.recent_requests, methods=["GET"]),
         Route("/_sim/reset", control.reset, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
+        # OpenAI's Files and Batch APIs, Anthropic's Message Batches
+        *batch_routes(),
     ])
     app.state.sim = SimState(settings, served_models)
+    app.state.sim_batches = SimBatches(settings.batches.delay_s,
+                                       settings.batches.failed_custom_ids)
     return app
 
 

@@ -23,8 +23,16 @@ FaultKind = Literal[
     "malformed",
     "no_usage",
     "mid_stream_reset",
+    # answers that arrive whole but are worse (chat completions): what the gateway's
+    # quality signals must catch (gateway.quality.signals)
+    "truncate",  # cut at half its length, finish_reason "length"
+    "bad_json",  # in JSON mode: JSON that does not parse
+    "bad_tool_args",  # a tool call whose arguments parse but break the tool's schema
+    "refusal",  # message.refusal set, no content
 ]
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
+QUALITY_FAULTS = frozenset({"truncate", "bad_json", "bad_tool_args", "refusal"})
+REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 
 # a fault rule keyed by this name applies to every model without rules of its own kind
 ANY_MODEL = "*"
@@ -53,6 +61,7 @@ class BehaviourOverride(_TokenRange):
     ttft_ms: float | None = Field(default=None, ge=0)
     per_token_ms: float | None = Field(default=None, ge=0)
     jitter: float | None = Field(default=None, ge=0, le=1)
+    quality: float | None = Field(default=None, ge=0, le=1)
 
 
 class Behaviour(_TokenRange):
@@ -64,6 +73,10 @@ class Behaviour(_TokenRange):
     completion_tokens: tuple[int, int] = (40, 220)
     # hidden reasoning tokens, billed inside completion_tokens like OpenAI's o-series
     reasoning_tokens: tuple[int, int] = (0, 0)
+    # the chance a simulated user rates an answer up: the demo traffic and the tests send
+    # that verdict through /v1/feedback (how often a model truncates or breaks JSON is a
+    # quality fault's probability: `sim.faults`)
+    quality: float = Field(default=0.8, ge=0, le=1)
 
     def merged(self, override: BehaviourOverride | None) -> Behaviour:
         if override is None:
@@ -82,6 +95,13 @@ class FaultSpec(_Strict):
     hang_s: float = Field(default=300.0, gt=0)  # hang: how long before answering anyway
 
 
+class BatchSettings(_Strict):
+    """The Batch APIs: how long a batch takes, and which of its lines fail."""
+
+    delay_s: float = Field(default=2.0, ge=0)
+    failed_custom_ids: tuple[str, ...] = ()
+
+
 class SimSettings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=9100, gt=0, lt=65536)
@@ -93,6 +113,7 @@ class SimSettings(_Strict):
     # prompts at least this long report their previously seen prefix as cached tokens
     prompt_cache_min_tokens: int = Field(default=1024, ge=1)
     seed: int | None = None
+    batches: BatchSettings = BatchSettings()
 
     def behaviour(self, model: str) -> Behaviour:
         return self.default.merged(self.models.get(model))

@@ -14,7 +14,7 @@ from gateway.providers.translation import Untranslatable, guarded, obj
 ROUTE = "Responses to an upstream without a Responses API"
 _MAPPED = frozenset({"model", "input", "instructions", "max_output_tokens", "temperature",
                      "top_p", "tools", "tool_choice", "parallel_tool_calls", "stream", "text",
-                     "user"})
+                     "user", "safety_identifier"})
 # nothing the model generates depends on them
 _IGNORED = frozenset({"metadata", "store", "service_tier", "stream_options", "truncation"})
 
@@ -122,6 +122,9 @@ def responses_to_chat(body: dict[str, Any]) -> dict[str, Any]:
     for name in ("temperature", "top_p", "user", "parallel_tool_calls"):
         if body.get(name) is not None:
             out[name] = body[name]
+    # the end user's newer name: chat-shaped upstreams know `user`
+    if body.get("safety_identifier") is not None and "user" not in out:
+        out["user"] = body["safety_identifier"]
     if body.get("tools"):
         out["tools"] = _tools(body["tools"])
         choice = _tool_choice(body.get("tool_choice"))

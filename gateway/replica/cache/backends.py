@@ -1,4 +1,5 @@
-"""Where entries live: an in-replica LRU bounded in bytes, or Redis shared by replicas.
+"""Where entries live: an in-replica LRU bounded in bytes, Redis shared by replicas, or
+(`postgres_store`) the ledger's PostgreSQL shared by replicas behind the LRU.
 
 Both take and give bytes with a TTL. A lookup is awaited; a store (`put`) is handed over
 and never awaited, because the answer is already on its way to the client.
@@ -63,18 +64,23 @@ class MemoryLRU:
         return value
 
     def put(self, key: str, value: bytes, ttl_s: float) -> None:
+        if self.keep(key, value, ttl_s):
+            self.stored += 1
+            self.bytes_stored += len(value)
+
+    def keep(self, key: str, value: bytes, ttl_s: float) -> bool:
+        """Hold an entry (one stored here, or found in a shared store) for `ttl_s`."""
         if len(value) > self.max_bytes:
-            return
+            return False
         if key in self._items:
             self._drop(key)
         self._items[key] = (self._clock() + ttl_s, value)
         self.bytes += len(value)
-        self.stored += 1
-        self.bytes_stored += len(value)
         while self.bytes > self.max_bytes:
             oldest = next(iter(self._items))
             self._drop(oldest)
             self.evictions += 1
+        return True
 
     def _drop(self, key: str) -> None:
         _, value = self._items.pop(key)
@@ -198,3 +204,12 @@ def _answer(gets: list[Lookup], values: list[Any]) -> None:
     for (_, future), value in zip(gets, values, strict=True):
         if not future.done():  # a request that left stops waiting, nothing else
             future.set_result(None if value is None else bytes(value))
+
+
+def describe_backend(redis_url: str | None, database: bool) -> tuple[str, bool]:
+    """The backend a replica builds, and whether every replica and node shares it."""
+    if redis_url:
+        return "redis", True
+    if database:
+        return "postgresql (UNLOGGED table, in-replica LRU in front)", True
+    return "in-replica LRU (no database: each replica has its own)", False

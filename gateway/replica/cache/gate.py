@@ -18,14 +18,17 @@ from typing import Any
 
 from fastapi.responses import Response
 
+from gateway.domain import json_codec
 from gateway.domain.config import Config
 from gateway.domain.pricing import PriceCatalog
 from gateway.domain.usage_record import RequestStatus
+from gateway.replica.cache.assemble import as_body
 from gateway.replica.cache.backends import CacheBackend, MemoryLRU, RedisBackend
 from gateway.replica.cache.entry import CacheEntry
 from gateway.replica.cache.hit_record import hit_record
 from gateway.replica.cache.key import cache_key
 from gateway.replica.cache.policy import CACHE_HEADER, OFF, CacheState, Decision, decide
+from gateway.replica.cache.replay import as_events
 from gateway.replica.endpoints.spec import SPECS
 from gateway.replica.exchange import AttemptHooks, Exchange, RecordSink
 from gateway.replica.stream_relay import ClientFormat, relay_response
@@ -72,18 +75,34 @@ class ResponseCache:
             self.counts["bypass"] += 1
             return ticket
         raw = await self.backend.get(ticket.key or "")
-        entry = self._usable(raw, decision, ex.stream)
+        entry = self._usable(raw, decision)
+        if entry is not None:
+            entry = self._as_asked(ex, entry)
         if entry is None:
             self.counts["miss"] += 1
             return ticket
-        self.counts["hit"] += 1
         self.counts["bytes_served"] += len(raw or b"")
         ticket.state = CacheState.HIT
         ex.model = self.cfg.models_by_name[entry.model]
         ticket.response = self._answer(ex, entry, fmt or SPECS[ex.endpoint].stream_format)
         return ticket
 
-    def _usable(self, raw: bytes | None, d: Decision, stream: bool) -> CacheEntry | None:
+    def _as_asked(self, ex: Exchange, entry: CacheEntry) -> CacheEntry | None:
+        """The entry as the request wants it: a stored plain answer as a stream's events,
+        a stored stream as the plain answer (None: it cannot be, a miss)."""
+        try:
+            if ex.stream and entry.chunks is None:
+                events = as_events(ex.endpoint, json_codec.loads(entry.body or b""))
+                return dataclasses.replace(entry, body=None, chunks=tuple(events))
+            if not ex.stream and entry.chunks is not None:
+                body = as_body(ex.endpoint, entry.chunks, ex.requested)
+                return dataclasses.replace(entry, body=json_codec.dumps(body), chunks=None)
+        except Exception:  # noqa: BLE001 - an entry this API cannot read: a miss
+            self.counts["unreadable"] += 1
+            return None
+        return entry
+
+    def _usable(self, raw: bytes | None, d: Decision) -> CacheEntry | None:
         if raw is None:
             return None
         try:
@@ -95,18 +114,17 @@ class ResponseCache:
             return None  # the model left the config: its answer is not served any more
         if d.max_age_s is not None and time.time() - entry.stored_at > d.max_age_s:
             return None
-        if (entry.chunks is not None) != stream:
-            return None
         return entry
 
     # -- answering a hit ------------------------------------------------------------------
 
     def _answer(self, ex: Exchange, entry: CacheEntry, fmt: ClientFormat) -> Response:
-        headers = self.headers(ex) | {CACHE_HEADER: CacheState.HIT.value}
         if entry.chunks is None:
             ex.ttft_ms = ex.elapsed_ms()
-            self._record(ex, entry, RequestStatus.OK, 200, None)
+            self._record(ex, entry, RequestStatus.OK, 200, None)  # before its cost headers
+            headers = self.headers(ex) | {CACHE_HEADER: CacheState.HIT.value}
             return Response(entry.body, headers=headers, media_type="application/json")
+        headers = self.headers(ex) | {CACHE_HEADER: CacheState.HIT.value}
 
         def abandoned() -> None:
             self.hooks.inflight(-1)
@@ -151,6 +169,9 @@ class ResponseCache:
         except Exception:  # noqa: BLE001 - a ledger bug must not fail the client's request
             log.exception("could not build the usage record of cache hit %s", ex.request_id)
             return
+        ex.costs = (record.actual_cost_usd, record.list_cost_usd)
+        # counted with its ledger row: /metrics' hits are the dashboard's cache_hit rows
+        self.counts["hit"] += 1
         self.sink(record)
 
     # -- storing --------------------------------------------------------------------------

@@ -4,8 +4,9 @@ Pure. The key hashes the body as the client sent it (model, messages, tools, tem
 max tokens, response format, seed and whatever else it carries: a field this gateway does
 not know still changes the answer, so it is in the key) and the routing headers that
 change the answer (`ANSWER_HEADERS`), scoped to the app: two apps
-never share an entry. Only `stream_options` is left out, because a stored stream keeps
-its usage chunk and a hit sends it or not as the request asks.
+never share an entry. `stream` and `stream_options` are left out: one entry answers a
+plain and a streamed request (`replay`, `assemble`), and a stored stream keeps its usage
+chunk, which a hit sends or not as the request asks.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any
 
 from gateway.domain.endpoints import Endpoint
 
-KEY_VERSION = "3"  # bump when what an entry holds changes: old entries then miss
+KEY_VERSION = "4"  # bump when what an entry holds changes: old entries then miss
 PREFIX = "costgate:cache:"
-_IGNORED = frozenset({"stream_options"})
+_IGNORED = frozenset({"stream", "stream_options"})
 # built once: json.dumps with options builds an encoder per call, most of a small key's cost
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str

@@ -9,6 +9,7 @@ lookup (the answer is still stored, unless `no-store`), `no-store` skips storing
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 
@@ -16,6 +17,8 @@ from gateway.domain.config import CacheOptions
 from gateway.domain.openai_errors import OpenAIError
 
 CACHE_HEADER = "x-costgate-cache"
+MAX_AGE_S = 2**31
+_SECONDS = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit takes "²", int() not
 
 
 class CacheState(StrEnum):
@@ -54,10 +57,13 @@ def parse_cache_control(value: str | None) -> tuple[bool, bool, float | None]:
             no_store = True
         elif name == "max-age":
             arg = arg.strip().strip('"')
-            if not arg.isdigit():
+            if not _SECONDS.fullmatch(arg):
                 raise _bad("Cache-Control max-age must be a whole number of seconds.",
                            "cache-control")
-            max_age = float(int(arg))
+            # RFC 9111: a delta-seconds too large to represent counts as 2^31; beyond it
+            # a TTL overflows (a float) or is refused (Redis, failing a whole pipeline)
+            digits = arg.lstrip("0") or "0"
+            max_age = float(min(int(digits), MAX_AGE_S) if len(digits) <= 11 else MAX_AGE_S)
     return no_cache, no_store, max_age
 
 

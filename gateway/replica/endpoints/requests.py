@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.domain.openai_errors import bad_request
-from gateway.replica.chat_request import ChatRequest, check_identifier
+from gateway.replica.chat_request import (
+    MAX_COUNT,
+    ChatRequest,
+    check_identifier,
+    choices,
+    count_field,
+)
 
 # OpenAI's own limit on the inputs of one embeddings request
 MAX_EMBEDDING_INPUTS = 2048
@@ -42,12 +48,7 @@ def _int(value: Any) -> bool:
 
 
 def _positive(body: dict[str, Any], name: str) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not _int(value) or value < 1:
-        raise bad_request(f"`{name}` must be a positive integer.", param=name)
-    return int(value)
+    return count_field(body, name)
 
 
 def _numbers(body: dict[str, Any], *names: str) -> None:
@@ -69,7 +70,9 @@ def _stream(body: dict[str, Any]) -> tuple[bool, bool]:
 
 
 def _token_array(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(_int(t) and t >= 0 for t in value)
+    return isinstance(value, list) and bool(value) and all(
+        _int(t) and 0 <= t <= MAX_COUNT for t in value
+    )
 
 
 def _prompt_like(value: Any, param: str, *, allow_empty_string: bool) -> None:
@@ -125,14 +128,15 @@ def validate_completions_request(body: Any) -> ChatRequest:
     _prompt_like(body["prompt"], "prompt", allow_empty_string=True)
     stream, include_usage = _stream(body)
     _numbers(body, "temperature", "top_p", "presence_penalty", "frequency_penalty")
-    _positive(body, "n")
-    _positive(body, "best_of")
+    n, best_of = choices(body, "n"), choices(body, "best_of")
     return ChatRequest(
         body=body,
         model=model,
         stream=stream,
         include_usage=include_usage,
         max_tokens=_positive(body, "max_tokens"),
+        # `best_of` candidates are generated and billed, `n` of them returned
+        outputs=max(n or 1, best_of or 1),
     )
 
 
@@ -189,11 +193,16 @@ def completions_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
 
 
 def prompt_messages(value: Any) -> list[dict[str, Any]] | None:
-    """A prompt or an embeddings input as chat-like messages to estimate; None for token
-    arrays (their length is not text to count)."""
+    """A prompt or an embeddings input as chat-like messages to estimate. A token array
+    goes as its list of ids: each id counts as at least one token (its digits), so the
+    estimate never falls below the array's length."""
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return [{"role": "user", "content": v} for v in value]
+    if _token_array(value):
+        return [{"role": "user", "content": value}]
+    if isinstance(value, list) and value and all(_token_array(v) for v in value):
         return [{"role": "user", "content": v} for v in value]
     return None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.domain.openai_errors import bad_request
-from gateway.replica.chat_request import ChatRequest, check_identifier
+from gateway.replica.chat_request import MAX_COUNT, ChatRequest, check_identifier
 
 _ROLES = ("user", "assistant")
 
@@ -32,7 +32,9 @@ def validate_messages_request(body: Any) -> ChatRequest:
         raise bad_request("model: Field required (a non-empty string).", param="model")
     check_identifier(model, "model")
     max_tokens = body.get("max_tokens")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not (
+        1 <= max_tokens <= MAX_COUNT
+    ):
         raise bad_request("max_tokens: Field required (a positive integer).", param="max_tokens")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:

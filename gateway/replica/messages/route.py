@@ -41,16 +41,20 @@ from gateway.providers.registry import adapter_for
 from gateway.providers.sse import SSEDecoder
 from gateway.replica.cache.gate import CacheTicket
 from gateway.replica.chat_request import parse_json_body
+from gateway.replica.endpoints.answers import REQUEST_ID_HEADER
+from gateway.replica.endpoints.attribution import attribute
+from gateway.replica.endpoints.billable import check_priceable
 from gateway.replica.endpoints.context_fit import fit_context
 from gateway.replica.endpoints.spec import serving_plan
 from gateway.replica.exchange import Exchange, utcnow
 from gateway.replica.key_scope import check_request
 from gateway.replica.messages.errors import error_response
-from gateway.replica.messages.relay import MESSAGES_FORMAT, MessagesStream, relay_messages
+from gateway.replica.messages.relay import MESSAGES_FORMAT, MessagesStream
 from gateway.replica.messages.request import validate_messages_request
+from gateway.replica.objects.references import created
 from gateway.replica.request_body import read_body
-from gateway.replica.service import REQUEST_ID_HEADER, GatewayService
-from gateway.replica.stream_relay import OpenedStream, relay_response
+from gateway.replica.service import GatewayService
+from gateway.replica.stream_relay import OpenedStream, relay, relay_response
 from gateway.replica.usage_accounting import Accounted, account
 
 _PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
@@ -82,7 +86,7 @@ class MessagesRoute:
                 response = await self._messages(request, ex)
             except OpenAIError as err:
                 svc._finish_error(ex, err)
-                headers = {REQUEST_ID_HEADER: str(ex.request_id)}
+                headers = {REQUEST_ID_HEADER: str(ex.request_id)} | svc.rate_headers(ex)
                 return error_response(err, headers)
             except asyncio.CancelledError:
                 svc._finish(ex, RequestStatus.CANCELLED, 499, "client_disconnected",
@@ -109,7 +113,11 @@ class MessagesRoute:
         limit = svc.cfg.gateway.max_body_bytes
         req = validate_messages_request(parse_json_body(await read_body(request, limit), limit))
         ex.request, ex.requested, ex.stream = req, req.model, req.stream
+        ex.attribution = attribute(Endpoint.MESSAGES, request.headers, req.body,
+                                   ex.caller.tags, svc.end_users)  # fmt: skip
         check_request(ex.caller.scope, req, request.headers, Endpoint.MESSAGES)
+        await svc.objects.check_request(ex.caller.app, Endpoint.MESSAGES, req.body)
+        check_priceable(Endpoint.MESSAGES, req.body)
         # as on the chat path: before routing and admission (a hit needs neither)
         ticket = await svc.cache.lookup(ex, request.headers, MESSAGES_FORMAT)
         if ticket.response is not None:
@@ -159,6 +167,7 @@ class MessagesRoute:
             body = completion_to_message(reply.reply.body, reply.reply.usage, ex.requested)
         accounted = self._estimate(ex, reply.reply.text, reply.reply.usage)
         svc._finish(ex, RequestStatus.OK, 200, None, accounted)
+        await svc.objects.record(ex.caller.app, created(Endpoint.MESSAGES, body))
         response = JSONResponse(body, headers=svc._headers(ex))
         ticket.store_body(body, response.body, accounted)
         return response
@@ -194,6 +203,7 @@ class MessagesRoute:
             return OpenedStream(response, raw, decoder, first), parser
 
         opened, parser = await svc._attempts(ex, call)
+        await svc.objects.record_opened(ex.caller.app, ex.endpoint, opened.first, opened.response)
         assert ex.model is not None
         response = opened.response
 
@@ -210,7 +220,6 @@ class MessagesRoute:
                         self._estimate(ex, ""))
             asyncio.get_running_loop().create_task(response.aclose())
 
-        stream = relay_messages(ex, response, opened.raw, opened.decoder, opened.first, parser,
-                                svc.cfg.provider(ex.model.provider), on_end,
-                                ticket.tee(MESSAGES_FORMAT))
+        stream = relay(ex, response, opened.raw, opened.decoder, opened.first, parser,
+                       svc.cfg.provider(ex.model.provider), on_end, ticket.tee(MESSAGES_FORMAT))
         return relay_response(stream, ex, on_abandon=on_abandon, headers=svc._headers(ex))

@@ -26,6 +26,7 @@ from db.analytics.usage_request import (
     encode_json,
     parse_query,
 )
+from db.engine import data_lag_s
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.auth import KeyRing
 
@@ -33,10 +34,18 @@ log = logging.getLogger("costgate.usage_api")
 QUERY_TIMEOUT_S = 30.0
 
 
+# on answers read from a replica: how many seconds its data is behind the primary
+LAG_HEADER = "x-costgate-data-lag-seconds"
+
+
 class UsageApi:
-    def __init__(self, keys: KeyRing, database_url: str | None) -> None:
+    def __init__(
+        self, keys: KeyRing, database_url: str | None, read_url: str | None = None
+    ) -> None:
         self._keys = keys
-        self._url = database_url
+        # a streaming replica when DATABASE_READ_URL is set: answers say how far behind
+        self._url = read_url or database_url
+        self._replica = bool(read_url) and read_url != database_url
         self._engine: Any = None
         self._lock = threading.Lock()
 
@@ -57,16 +66,24 @@ class UsageApi:
         if self._url is None:
             raise OpenAIError(503, "No ledger database is configured.", code="ledger_unavailable")
         try:
-            rows = await asyncio.wait_for(
-                asyncio.to_thread(lambda: fetch_usage(self._engine_for_queries(), query)),
-                QUERY_TIMEOUT_S,
+            rows, lag = await asyncio.wait_for(
+                asyncio.to_thread(lambda: self._fetch(query)), QUERY_TIMEOUT_S
             )
         except Exception as err:  # noqa: BLE001 - the database's state, never the caller's fault
             log.warning("usage query failed: %s", type(err).__name__)
             raise OpenAIError(
                 503, "The ledger cannot answer now; try again.", code="ledger_unavailable"
             ) from None
-        return Response(encode_json(build_page(query, rows)), media_type="application/json")
+        headers = {LAG_HEADER: f"{lag:.1f}"} if lag is not None else None
+        return Response(
+            encode_json(build_page(query, rows)), media_type="application/json", headers=headers
+        )
+
+    def _fetch(self, query: Any) -> tuple[Any, float | None]:
+        engine = self._engine_for_queries()
+        rows = fetch_usage(engine, query)
+        # after the rows: the data is at least this fresh
+        return rows, data_lag_s(engine) if self._replica else None
 
     def close(self) -> None:
         engine, self._engine = self._engine, None

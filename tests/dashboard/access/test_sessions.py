@@ -37,7 +37,7 @@ def store(tmp_path, clock):
 
 
 def test_a_cookie_resolves_to_its_user_until_the_session_is_closed(store, tmp_path):
-    opened = store.open("alice")
+    opened = store.open("alice", "cred")
     assert opened.max_age_s == 3600
     assert store.resolve(opened.cookie) == ("alice", opened.session_id)
     # the record holds no usable cookie: named by a digest, the id itself is not in it
@@ -52,7 +52,7 @@ def test_a_cookie_resolves_to_its_user_until_the_session_is_closed(store, tmp_pa
 
 
 def test_a_cookie_expires(store, clock):
-    opened = store.open("alice")
+    opened = store.open("alice", "cred")
     clock.now += 3599
     assert store.resolve(opened.cookie) is not None
     clock.now += 2
@@ -61,16 +61,16 @@ def test_a_cookie_expires(store, clock):
 
 
 def test_tampered_or_foreign_cookies_are_refused(store, tmp_path, clock):
-    opened = store.open("alice")
+    opened = store.open("alice", "cred")
     version, name, sid, expires, signature = opened.cookie.split(".")
-    bob = SessionStore(tmp_path / SESSIONS_DIR, SECRET, 3600, clock).open("bob")
+    bob = SessionStore(tmp_path / SESSIONS_DIR, SECRET, 3600, clock).open("bob", "cred")
     forged = [
         # another name on alice's session
         ".".join((version, bob.cookie.split(".")[1], sid, expires, signature)),
         # a later expiry
         ".".join((version, name, sid, str(int(expires) + 10**6), signature)),
         # alice's fields signed with another secret
-        SessionStore(tmp_path / SESSIONS_DIR, b"t" * 32, 3600, clock).open("alice").cookie,
+        SessionStore(tmp_path / SESSIONS_DIR, b"t" * 32, 3600, clock).open("alice", "cred").cookie,
         opened.cookie[:-2] + ("AA" if not opened.cookie.endswith("AA") else "BB"),
         "v1.garbage",
         "",
@@ -81,16 +81,16 @@ def test_tampered_or_foreign_cookies_are_refused(store, tmp_path, clock):
 
 
 def test_the_session_id_must_belong_to_the_name(store):
-    opened = store.open("alice")
+    opened = store.open("alice", "cred")
     assert store.is_live(opened.session_id, "alice")
     assert not store.is_live(opened.session_id, "mallory")
     assert not store.is_live("", "alice")
 
 
 def test_expired_records_are_pruned_when_someone_signs_in(store, tmp_path, clock):
-    store.open("alice")
+    store.open("alice", "cred")
     clock.now += 7200
-    store.open("bob")
+    store.open("bob", "cred")
     assert len(list((tmp_path / SESSIONS_DIR).iterdir())) == 1
 
 
@@ -128,7 +128,7 @@ def test_from_environment_uses_the_state_dir_and_the_session_hours(tmp_path):
         {"COSTGATE_STATE_DIR": str(tmp_path), "COSTGATE_DASHBOARD_SESSION_HOURS": "2"}
     )
     store = SessionStore.from_environment(env)
-    opened = store.open("alice")
+    opened = store.open("alice", "cred")
     assert opened.max_age_s == 7200 and store.folder == tmp_path / SESSIONS_DIR
     # a second store on the same state dir (another dashboard process) sees the session
     assert SessionStore.from_environment(env).resolve(opened.cookie) == (

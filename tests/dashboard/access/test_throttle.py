@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from dashboard.access.throttle import SignInThrottle, address_key
+import pytest
+
+from dashboard.access.throttle import (
+    SignInThrottle,
+    address_key,
+    client_address,
+    trusted_networks,
+)
 
 
 class Clock:
@@ -58,7 +65,7 @@ def test_flooding_with_invented_names_does_not_lift_a_lockout():
         throttle.failed("alice", "203.0.113.5")
     for i in range(200):
         throttle.failed(f"made-up-{i}", f"198.51.100.{i % 250}")
-    assert throttle.wait_s("alice", "192.0.2.1") == 30.0
+    assert throttle.wait_s("alice", "203.0.113.5") == 30.0
 
 
 def test_addresses_are_keyed_by_host_and_by_ipv6_64():
@@ -66,3 +73,37 @@ def test_addresses_are_keyed_by_host_and_by_ipv6_64():
     assert address_key("::ffff:203.0.113.5") == "203.0.113.5"
     assert address_key("2001:db8:1:2:aaaa::1") == address_key("2001:db8:1:2:bbbb::9")
     assert address_key("2001:db8:1:2::1") != address_key("2001:db8:1:3::1")
+
+
+def test_one_clients_failures_never_lock_out_another_client_nor_its_names():
+    throttle = SignInThrottle(clock=Clock())
+    for i in range(21):  # a name's own lock and then the address's, from one client
+        throttle.failed("olga" if i % 2 else f"guess-{i}", "203.0.113.5")
+    assert throttle.wait_s("olga", "203.0.113.5") > 0
+    assert throttle.wait_s("someone", "203.0.113.5") > 0  # past the address's 20
+    # the same name from another client, and another name, sign in at once
+    assert throttle.wait_s("olga", "198.51.100.7") == 0
+    assert throttle.wait_s("vic", "198.51.100.7") == 0
+
+
+TRUSTED = trusted_networks("10.0.0.0/8, 127.0.0.1")
+
+
+@pytest.mark.parametrize("peer, forwarded, client", [
+    # a trusted ingress: the address it saw, not its own
+    ("10.1.2.3", "203.0.113.5", "203.0.113.5"),
+    # what the client itself put first is skipped: the last address no trusted proxy added
+    ("10.1.2.3", "1.1.1.1, 203.0.113.5, 10.9.9.9", "203.0.113.5"),
+    # a peer that is no trusted proxy is the client, whatever it claims
+    ("198.51.100.7", "203.0.113.5", "198.51.100.7"),
+    ("10.1.2.3", None, "10.1.2.3"),
+    ("::ffff:127.0.0.1", "192.0.2.4", "192.0.2.4"),
+])
+def test_the_client_is_the_address_behind_the_trusted_proxies(peer, forwarded, client):
+    assert client_address(peer, forwarded, TRUSTED) == client
+
+
+def test_no_trusted_proxy_by_default_and_a_bad_entry_is_named():
+    assert client_address("10.1.2.3", "203.0.113.5", trusted_networks("")) == "10.1.2.3"
+    with pytest.raises(ValueError, match="not-an-ip"):
+        trusted_networks("10.0.0.0/8,not-an-ip")

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from sqlalchemy import create_engine, text
 
 from dashboard.auth import USERS_ENV
 from dashboard.components.preload import WARM_KEY
 from db.engine import normalize_url
-from gateway.replica.service import REQUEST_ID_HEADER
+from gateway.replica.endpoints.answers import REQUEST_ID_HEADER
 from tests.dashboard.support.dashboard_process import running_dashboard, users_value
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
@@ -28,18 +28,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.ray]
 DASHBOARD_PORT_OFFSET = 19
 ROOT = Path(__file__).resolve().parents[3]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PAGES = [
-    *("Overview", "Savings", "Spend", "Export", "What-if", "Reconcile"),
+    *("Overview", "Savings", "Spend", "Customers", "Export", "What-if", "Reconcile",
+      "Experiments"),
     *("Latency & errors", "Routing", "Requests", "Budgets"),
 ]
 NEW_AUTO = {"deepseek-v3.2": 0, "gemini-2.5-flash": 0, "claude-sonnet-4.5": 100}
@@ -63,14 +54,6 @@ def dashboard(gateway, port_block, tmp_path_factory) -> Iterator[str]:
     )  # fmt: skip
     with running_dashboard(port, env, gateway.config_path, log) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def ledger_count(database_url: str, where: str = "TRUE", **params) -> int:
@@ -308,7 +291,7 @@ def test_a_viewer_sees_routing_but_cannot_edit_it_nor_open_export(dashboard, bro
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     sign_in(page, dashboard, "vic", "view-pass")
     assert nav_links(page) == [
-        *("Overview", "Savings", "Spend", "Latency & errors", "Routing"),
+        *("Overview", "Savings", "Spend", "Experiments", "Latency & errors", "Routing"),
         "Budgets",
     ]
     open_page(page, "Routing")
@@ -333,6 +316,9 @@ def test_sign_in_survives_a_reload_and_sign_out_ends_it_for_every_copy(dashboard
     cookie = session_cookie(page)
     assert cookie is not None, "the sign-in cookie was never written"
     assert cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+    # set by the server's Set-Cookie, HttpOnly: no page script on this host can read it
+    assert cookie["httpOnly"] is True and cookie["secure"] is False  # plain http here
+    assert "costgate_session" not in page.evaluate("document.cookie")
     assert 11 * 3600 < cookie["expires"] - time.time() <= 12 * 3600  # 12 h by default
     page.reload()
     expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=60_000)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from sqlalchemy import Engine, insert
 
 from dashboard.auth import USERS_ENV
@@ -20,7 +20,7 @@ from db.budgets import budget_changes, load_budgets, set_budget
 from db.models import UsageRow
 from gateway.domain.budgets import BudgetPeriod, BudgetScope
 from gateway.domain.config import default_config_path
-from tests.dashboard.pages.test_browser import CHROMIUM_ARGS, open_page, settle, shot, sign_in
+from tests.dashboard.pages.test_browser import open_page, settle, shot, sign_in
 from tests.dashboard.support.dashboard_process import running_dashboard, users_value
 
 pytestmark = pytest.mark.browser
@@ -44,14 +44,6 @@ def budgets_dashboard(database_url, port_block, tmp_path_factory) -> Iterator[st
         ))
     with running_dashboard(port, env, default_config_path(), workdir / "streamlit.log") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def spend_today(engine: Engine, app: str, usd: str) -> None:

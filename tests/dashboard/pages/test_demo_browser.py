@@ -1,9 +1,9 @@
 """The demo's first look in a real browser (Debian's Chromium, headless): the history
 `costgate demo` seeds before its live traffic (`gateway.devtools.demo._seed_history`, the
-demo's own step) plus a few minutes of live rows, a freshly started dashboard, and an
-admin signing in. The Overview's charts span 30 days, a bar on each of them, and the
-Savings page draws the waterfall whose steps add up to its headline. Screenshots go to
-artifacts/screenshots/demo-*.png."""
+demo's own step) plus a few minutes of live rows, a freshly started dashboard with the
+demo's sign-ins, and the first one its banner names (an admin) signing in. The Overview's
+charts span 30 days, a bar on each of them, and the Savings page draws the waterfall whose
+steps add up to its headline. Screenshots go to artifacts/screenshots/demo-*.png."""
 
 from __future__ import annotations
 
@@ -16,12 +16,17 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
-from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password
-from gateway.devtools.demo import DEMO_SEED_DAYS, _seed_history
+from dashboard.auth import USERS_ENV
+from gateway.devtools.demo import (
+    DEMO_DASHBOARD_USERS,
+    DEMO_SEED_DAYS,
+    _seed_history,
+    sign_in_lines,
+)
 from gateway.devtools.seed import holds_seeded
 from gateway.domain.config import default_config_path, load_config
+from tests.dashboard.pages.conftest import CHROMIUM_ARGS
 from tests.dashboard.pages.test_browser import (
-    CHROMIUM_ARGS,
     metric_value,
     open_page,
     shot,
@@ -59,7 +64,7 @@ def demo_dashboard(database_url, port_block, tmp_path_factory) -> Iterator[str]:
         COSTGATE_STATE_DIR=str(workdir / "state"),
         COSTGATE_DASHBOARD_REFRESH_S="3600",
     )
-    env[USERS_ENV] = f"ann:admin:{hash_password('admin-pass', MIN_PBKDF2_ITERATIONS)}"
+    env[USERS_ENV] = DEMO_DASHBOARD_USERS
     with running_dashboard(port, env, default_config_path(), workdir / "streamlit.log") as url:
         yield url
 
@@ -79,7 +84,10 @@ def test_the_demos_first_look_shows_30_days_of_charts(
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            sign_in(page, demo_dashboard, "ann", "admin-pass")
+            # the banner's first sign-in, "admin / demo-admin (every page)", as printed
+            name, password = sign_in_lines()[0].split(" (")[0].split(" / ")
+            assert name == "admin"
+            sign_in(page, demo_dashboard, name, password)
             charts = drawn_charts(page, 2)
             shot(page, "demo-overview")
             assert page.get_by_text("This ledger holds seeded synthetic history").is_visible()
@@ -102,7 +110,10 @@ def test_the_demos_first_look_shows_30_days_of_charts(
             headline = shown_money(metric_value(page, "Saved against no costgate"))
             assert start - sum(steps) == end
             assert sum(steps) == headline > 0
-            assert all(s > 0 for s in steps)  # routing, cached tokens, relay, cache hits
+            # routing, cached tokens, relay, cache hits; the demo sends no batch
+            routing, cached, relay, batch, hits = steps
+            assert batch == 0
+            assert all(s > 0 for s in (routing, cached, relay, hits))
         finally:
             browser.close()
 

@@ -11,12 +11,12 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
-from dashboard.auth import USERS_ENV
+from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password
 from gateway.domain.config import default_config_path, load_config
-from tests.dashboard.pages.test_browser import CHROMIUM_ARGS, open_page, settle, shot, sign_in
+from tests.dashboard.pages.test_browser import metric_value, open_page, settle, shot, sign_in
 from tests.dashboard.support.dashboard_process import running_dashboard, users_value
 from tests.db.analytics.finance_seed import clean_finance_tables, seed_finance_ledger
 
@@ -40,17 +40,10 @@ def finance_dashboard(database_url, port_block, tmp_path_factory) -> Iterator[st
         COSTGATE_STATE_DIR=str(workdir / "state"),
         COSTGATE_DASHBOARD_REFRESH_S="3600",  # no timer reruns while the test clicks
     )
-    env[USERS_ENV] = users_value((("fin", "finance", "fin-pass"), ("olga", "ops", "ops-pass")))
+    env[USERS_ENV] = users_value((("fin", "finance", "fin-pass"), ("olga", "ops", "ops-pass"))) \
+        + f",pam:finance:{hash_password('pam-pass', MIN_PBKDF2_ITERATIONS)}:payments"
     with running_dashboard(port, env, default_config_path(), workdir / "streamlit.log") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def choose(page: Page, label: str, option: str) -> None:
@@ -126,3 +119,29 @@ def test_finance_reprices_and_reconciles_in_the_browser(
         timeout=60_000
     )
     page.close()
+
+
+@pytest.mark.usefixtures("clean_ledger")
+def test_a_team_scoped_finance_user_sees_its_team_on_every_page_in_the_browser(
+    finance_dashboard: str, browser, ledger_engine: Engine
+) -> None:
+    """`pam` is finance for team payments: app `checkout` ($0.4396); `bot` is support's."""
+    at = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    clean_finance_tables(ledger_engine)
+    seed_finance_ledger(ledger_engine, load_config(default_config_path()), at=at)
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    sign_in(page, finance_dashboard, "pam", "pam-pass")
+    expect(page.get_by_test_id("stSidebar")).to_contain_text("team payments")
+    assert metric_value(page, "Spend") == "$0.4396"
+    for title in ("Savings", "Spend", "Export"):
+        open_page(page, title)
+        expect(page.get_by_test_id("stMain")).not_to_contain_text("bot")
+    open_page(page, "What-if")
+    assert metric(page, "Ledger (USD)") == "$0.4396"
+    open_page(page, "Reconcile")
+    expect(page.get_by_text("only a user without a team can import or reconcile")).to_be_visible()
+    expect(page.get_by_role("button", name="Import")).to_have_count(0)
+    expect(page.get_by_text("Import the provider's export")).to_have_count(0)
+    page.close()
+    with ledger_engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM invoice_lines").scalar() == 0

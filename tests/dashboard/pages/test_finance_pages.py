@@ -6,9 +6,20 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
+from dashboard.access.sessions import SessionStore, SessionUser
+from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password, load_users
+from dashboard.components.session import USER_KEY
 from gateway.domain.config import default_config_path, load_config
-from tests.dashboard.pages.test_pages import app_as, dashboard_env, metrics, open_page
+from tests.dashboard.pages.test_pages import (
+    APP,
+    USERS,
+    app_as,
+    dashboard_env,
+    metrics,
+    open_page,
+)
 from tests.db.analytics.finance_seed import clean_finance_tables, seed_finance_ledger
 
 __all__ = ["dashboard_env"]  # the fixture, used by name below
@@ -51,3 +62,28 @@ def test_ops_cannot_open_what_if_nor_reconcile(finance_ledger):
         at = open_page(app_as("ops"), page)
         assert any("is not available to olga (ops)" in e.value for e in at.error)
         assert not at.metric and not at.dataframe
+
+
+def test_a_payments_finance_user_reprices_its_team_only_and_cannot_reconcile(
+    finance_ledger, monkeypatch, ledger_engine
+):
+    """The seed's `checkout` is team payments ($0.4396), `bot` team support ($13.7329)."""
+    monkeypatch.setenv(USERS_ENV, USERS + ",pam:finance:"
+                       + hash_password("pw-pam", MIN_PBKDF2_ITERATIONS) + ":payments")
+    credential = load_users()["pam"].password_hash
+    session = SessionStore.from_environment().open("pam", credential).session_id
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state[USER_KEY] = SessionUser("pam", "finance", "payments", session)
+    at = open_page(at.run(), "whatif")
+    assert metrics(at)["Ledger (USD)"] == "$0.4396"
+    assert at.dataframe[0].value["app"].tolist() == ["checkout"]
+    at.radio(key="whatif_kind").set_value("Another model").run()
+    at.selectbox(key="whatif_from").set_value("deepseek-v3.2").run()
+    at.selectbox(key="whatif_to").set_value("gpt-4.1").run()
+    assert metrics(at)["What-if (USD)"] == "$5.7000"
+    at = open_page(at, "reconcile")
+    assert any("only a user without a team can import" in i.value for i in at.info)
+    # no totals of other teams, nothing to import with
+    assert not at.dataframe and not at.button and not at.get("file_uploader")
+    with ledger_engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM invoice_lines").scalar() == 0

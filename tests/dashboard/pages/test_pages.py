@@ -19,18 +19,19 @@ from sqlalchemy import text
 from streamlit.testing.v1 import AppTest
 
 from dashboard.access.sessions import SessionStore, SessionUser
-from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password
+from dashboard.auth import MIN_PBKDF2_ITERATIONS, USERS_ENV, hash_password, load_users
 from dashboard.components.preload import WARM_LABEL
 from dashboard.components.session import COOKIE_PENDING_KEY, USER_KEY
 from dashboard.settings import load_settings
 from gateway.devtools.seed import seed_ledger
 from gateway.domain.config import default_config_path, load_config
-from tests.dashboard.support.ledger import same_as_shown, shown_money, sql_sums
+from tests.dashboard.support.ledger import insert_records, same_as_shown, shown_money, sql_sums
+from tests.dashboard.support.records import record
 from tests.fixtures.database import scratch_database
 
 APP = str(Path(__file__).resolve().parents[3] / "dashboard" / "app.py")
 PAGES = [
-    *("overview", "savings", "spend", "export", "whatif", "reconcile"),
+    *("overview", "savings", "spend", "export", "whatif", "reconcile", "experiments"),
     *("latency_errors", "routing", "requests", "budgets"),
 ]
 CFG = load_config(default_config_path())
@@ -56,9 +57,11 @@ USERS = (
 )
 ALLOWED = {
     "admin": set(PAGES),
-    "finance": {"overview", "savings", "spend", "export", "whatif", "reconcile", "budgets"},
+    "finance": {"overview", "savings", "spend", "export", "whatif", "reconcile", "experiments",
+                "budgets"},
     "ops": {"latency_errors", "routing", "requests", "budgets"},
-    "viewer": {"overview", "savings", "spend", "latency_errors", "routing", "budgets"},
+    "viewer": {"overview", "savings", "spend", "experiments", "latency_errors", "routing",
+               "budgets"},
 }
 
 
@@ -85,7 +88,8 @@ def seeded(dashboard_env, database_url, empty_usage):
 def signed_in(role: str) -> SessionUser:
     """A real session for the role's user, as the sign-in form would open it."""
     name = PEOPLE[role]
-    session_id = SessionStore.from_environment().open(name).session_id
+    credential = load_users()[name].password_hash
+    session_id = SessionStore.from_environment().open(name, credential).session_id
     team = "platform" if role == "team" else None
     return SessionUser(name, "finance" if role == "team" else role, team, session_id)
 
@@ -252,7 +256,8 @@ def test_changes_against_the_previous_period_only_where_the_ledger_covers_it(
 def test_unknown_costs_are_said_not_counted_as_zero(seeded, ledger_engine):
     unknown = sql_sums(
         ledger_engine,
-        "actual_cost_usd IS NULL AND status IN ('ok', 'cancelled') AND started_at >= :s",
+        "actual_cost_usd IS NULL AND (status IN ('ok', 'cancelled')"
+        " OR usage_source = 'estimated') AND started_at >= :s",
         s=dt.datetime.combine(TODAY - dt.timedelta(days=29), dt.time(), dt.UTC),
     )["requests"]
     at = app_as("viewer")
@@ -359,7 +364,7 @@ def test_a_team_scoped_user_sees_only_its_team(seeded, ledger_engine):
     assert set(at.sidebar.multiselect(key="filter_app").options) == {"search", "internal-tools"}
     open_page(at, "spend")
     at.radio(key="spend_by").set_value("Team").run()
-    assert at.dataframe[-1].value["team"].tolist() == ["platform"]
+    assert at.dataframe[0].value["team"].tolist() == ["platform"]  # [-1]: spend by tag
     # another team asked for in the URL is dropped: still only its own team's rows
     at = app_as("team", team="customer")
     assert metrics(at)["Requests"] == f"{team['requests']:,}"
@@ -379,3 +384,41 @@ def test_a_range_from_1900_is_clamped_to_the_ledger_with_a_note(seeded, ledger_e
     assert at.sidebar.date_input(key="filter_dates").value == (first, TODAY)
     shown = metrics(at)
     assert shown["Requests"] == f"{sql_sums(ledger_engine)['requests']:,}"
+
+
+def test_a_tag_filter_narrows_spend_and_other_pages_say_it_does_not_apply(seeded, ledger_engine):
+    at_ = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    insert_records(
+        ledger_engine,
+        [record(started_at=at_, actual_cost_usd=Decimal("1.25"), tags={"cohort": "beta"}),
+         record(started_at=at_, actual_cost_usd=Decimal("0.75"), tags={"cohort": "alpha"})],
+    )  # fmt: skip
+    at = app_as("finance", tag_key="cohort", tag="beta")
+    assert any("The tag filter does not apply to this page" in i.value for i in at.info)
+    open_page(at, "spend")
+    assert not at.exception
+    by_app = at.dataframe[0].value  # spend over time's table, from the tag rollup
+    assert (by_app["app"].tolist(), by_app["spend"].tolist()) == (["search"], ["$1.25"])
+    by_tag = at.dataframe[-1].value  # spend by the tag key's values
+    assert (by_tag["cohort"].tolist(), by_tag["spend"].tolist()) == (["beta"], ["$1.25"])
+
+
+def test_export_builds_the_files_by_end_user_and_by_tag_when_asked(seeded, ledger_engine):
+    at = open_page(app_as("finance"), "export")
+
+    def labels_after(button: str) -> list[str]:
+        at.button(key=button).click().run()  # a button holds for the run it was clicked in
+        assert not at.exception
+        return [b.proto.label for b in at.get("download_button")]
+
+    users, tags = labels_after("export_users"), labels_after("export_tags")
+    start = dt.datetime.combine(TODAY - dt.timedelta(days=29), dt.time(), dt.UTC)
+    with ledger_engine.connect() as conn:
+        user_rows, tag_rows = conn.execute(text(
+            "SELECT count(DISTINCT (date_trunc('day', started_at, 'UTC'), app, team, end_user))"
+            " FILTER (WHERE end_user IS NOT NULL),"
+            " (SELECT count(DISTINCT (date_trunc('day', started_at, 'UTC'), app, team, t.key,"
+            "  t.value)) FROM usage_records, jsonb_each_text(tags) t WHERE started_at >= :s)"
+            " FROM usage_records WHERE started_at >= :s"), {"s": start}).one()  # fmt: skip
+    assert f"Download {user_rows:,} rows" in users and f"Download {tag_rows:,} rows" in tags
+    assert user_rows > 0 and tag_rows > 0

@@ -14,14 +14,22 @@ from gateway.domain.usage_record import UsageRecord
 
 
 def insert_records(engine: Engine, records: Iterable[UsageRecord]) -> None:
-    rows = []
+    tagged, untagged = [], []
     for r in records:
         row = dataclasses.asdict(r)
         row["fallback_path"] = list(r.fallback_path)
         row["status"], row["usage_source"] = str(r.status), str(r.usage_source)
-        rows.append(row)
+        if row["tags"] is None:
+            # left out, so the column is SQL NULL: a None would be stored as JSON null,
+            # which the tag rollup's trigger cannot expand
+            del row["tags"]
+            untagged.append(row)
+        else:
+            tagged.append(row)
     with engine.begin() as conn:
-        conn.execute(insert(UsageRow), rows)
+        for rows in (tagged, untagged):
+            if rows:
+                conn.execute(insert(UsageRow), rows)
 
 
 def sql_sums(engine: Engine, where: str = "TRUE", **params: Any) -> dict[str, Any]:

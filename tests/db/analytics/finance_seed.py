@@ -10,7 +10,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Engine, insert, text
+from sqlalchemy import Engine, insert, null, text
 
 from db.models import UsageRow
 from db.price_sync import sync_prices
@@ -44,6 +44,8 @@ def _row(
     usage: TokenUsage,
     alias: str | None = None,
     cache_hit: bool = False,
+    end_user: str | None = None,
+    tags: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     v = catalog.versions[model]
     priced = catalog.price(model, usage)
@@ -76,6 +78,9 @@ def _row(
         "actual_cost_usd": D(0) if cache_hit else priced.actual_cost_usd,
         "list_cost_usd": priced.list_cost_usd,
         "cache_hit": cache_hit,
+        "end_user": end_user,
+        # SQL NULL, not JSON null: the JSONB column stores None as 'null' otherwise
+        "tags": null() if tags is None else tags,
     }
 
 
@@ -90,9 +95,12 @@ def seed_finance_ledger(engine: Engine, cfg: Config, at: dt.datetime | None = No
     ds = dict(catalog=catalog, at=at, app="checkout", key=KEY_CHECKOUT)
     bot = dict(catalog=catalog, at=at, app="bot", key=KEY_BOT)
     rows = [
-        _row(**ds, day=DAY2, model="deepseek-v3.2", usage=deepseek, alias="auto"),
-        _row(**ds, day=DAY2, model="deepseek-v3.2", usage=deepseek, alias="auto"),
-        _row(**bot, day=DAY2, model="gpt-4.1", usage=one_one),
+        # one group of the rollup, two end users and two feature tags (FOCUS --split-by)
+        _row(**ds, day=DAY2, model="deepseek-v3.2", usage=deepseek, alias="auto",
+             end_user="u-a", tags={"feature": "search"}),
+        _row(**ds, day=DAY2, model="deepseek-v3.2", usage=deepseek, alias="auto",
+             end_user="u-b", tags={"feature": "chat", "env": "prod"}),
+        _row(**bot, day=DAY2, model="gpt-4.1", usage=one_one, end_user="u-a"),
         _row(**ds, day=DAY2, model="gpt-4.1", usage=TokenUsage(prompt_tokens=M), cache_hit=True),
         _row(**bot, day=DAY3, model="relay-gpt-4.1", usage=one_one),
         _row(**bot, day=DAY3, model="relay-deepseek-v3.2", usage=one_one),

@@ -268,6 +268,7 @@ def test_the_migration_backfills_rows_written_before_it(database_url: str) -> No
 
     from db.engine import libpq_url, make_engine
     from db.migrate import upgrade
+    from gateway.ledger.rows import COLUMNS, record_row
     from tests.gateway.ledger.support import make_record as record
 
     name = f"costgate_backfill_{uuid.uuid4().hex[:10]}"
@@ -277,7 +278,15 @@ def test_the_migration_backfills_rows_written_before_it(database_url: str) -> No
     try:
         upgrade(url, "0005")
         rows = [varied(i, END - dt.timedelta(hours=9 * i)) for i in range(60)]
-        asyncio.run(write(url, [rows]))
+        # the columns of revision 0005 only: the writer of today writes later ones too
+        later = ("end_user", "session_id", "tags", "finish_reason", "refusal", "json_valid",
+                 "tool_args_valid", "experiment", "variant", "service_tier",
+                 "web_search_calls", "tool_fee_cost")  # fmt: skip
+        old = [c for c in COLUMNS if c not in later]
+        marks = ", ".join(["%s"] * len(old))
+        insert = f"INSERT INTO usage_records ({', '.join(old)}) VALUES ({marks})"
+        with psycopg.connect(libpq_url(url)) as conn:
+            conn.cursor().executemany(insert, [record_row(r)[: len(old)] for r in rows])
         upgrade(url)
         engine = make_engine(url)
         try:
@@ -291,3 +300,51 @@ def test_the_migration_backfills_rows_written_before_it(database_url: str) -> No
     finally:
         with psycopg.connect(libpq_url(database_url), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_rebuild_gives_the_attribution_rollups_the_triggers_kept(
+    database_url: str, ledger_engine: Engine, clean_ledger: None
+) -> None:
+    from db.analytics import attribution_sql
+    from tests.db.analytics.attribution_seed import write_attributed
+
+    write_attributed(database_url)
+
+    def snapshot() -> list[list[tuple[Any, ...]]]:
+        with ledger_engine.connect() as conn:
+            return [_norm(conn.execute(text(f"SELECT * FROM {t}")).all())
+                    for t in attribution_sql.TABLES]  # fmt: skip
+
+    before = snapshot()
+    assert all(before)
+    with ledger_engine.connect() as conn:  # the user rollup is the raw rows' sums
+        want = conn.execute(text("SELECT count(*), sum(actual_cost_usd) FROM usage_records"
+                                 " WHERE end_user IS NOT NULL")).one()  # fmt: skip
+        got = conn.execute(text("SELECT sum(requests), sum(actual_cost_usd)"
+                                " FROM usage_rollup_user_daily")).one()  # fmt: skip
+    assert tuple(got) == tuple(want)
+    assert rebuild_all(ledger_engine) == 110
+    assert snapshot() == before
+
+
+def test_a_row_without_tags_is_sql_null_and_a_non_object_tags_value_folds_no_tag(
+    ledger_engine: Engine, clean_ledger: None
+) -> None:
+    from sqlalchemy import insert
+
+    from db.models import UsageRow
+    from gateway.ledger.rows import COLUMNS
+    from tests.gateway.ledger.support import make_record as record
+
+    untagged = record(started_at=END).to_dict()
+    array_tagged = record(started_at=END).to_dict()
+    with ledger_engine.begin() as conn:
+        # through the model, None is SQL NULL (JSON 'null' would be a value of its own)
+        conn.execute(insert(UsageRow), [{c: untagged[c] for c in COLUMNS}])
+        # written by another tool: a JSON array neither fails the batch nor counts as tags
+        conn.execute(insert(UsageRow), [{c: array_tagged[c] for c in COLUMNS} | {"tags": ["x"]}])
+        nulls = "SELECT tags IS NULL FROM usage_records ORDER BY tags NULLS FIRST"
+        tags = conn.execute(text(nulls))
+        assert [t for (t,) in tags] == [True, False]
+        assert conn.execute(text("SELECT count(*) FROM usage_rollup_tag_daily")).scalar_one() == 0
+        assert conn.execute(text("SELECT sum(requests) FROM usage_rollup_daily")).scalar_one() == 2

@@ -46,6 +46,13 @@ def test_group_by_accepts_repeated_bracketed_and_comma_forms() -> None:
     assert q.group_by == ("model", "project_id", "team")
 
 
+def test_group_by_batch_is_served_for_completions_only() -> None:
+    q = parse_query("completions", [("start_time", str(T0)), ("group_by", "batch")], NOW)
+    assert q.group_by == ("batch",)
+    with pytest.raises(UsageParamError):
+        parse_query("costs", [("start_time", str(T0)), ("group_by", "batch")], NOW)
+
+
 @pytest.mark.parametrize(
     ("params", "param"),
     [
@@ -63,7 +70,7 @@ def test_group_by_accepts_repeated_bracketed_and_comma_forms() -> None:
         ({"start_time": T0, "group_by": "colour"}, "group_by"),
         ({"start_time": T0, "page": "not-a-cursor!"}, "page"),
         ({"start_time": T0, "page": encode_cursor(T0 - DAY)}, "page"),
-        ({"start_time": T0, "user_ids": "u1"}, "user_ids"),
+        ({"start_time": T0, "tags": "no-separator"}, "tags"),
         ({"start_time": T0, "colour": "red"}, "colour"),
         ({"start_time": [T0, T0 + 1]}, "start_time"),
     ],

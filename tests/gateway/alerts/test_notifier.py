@@ -182,3 +182,36 @@ def test_a_failing_receiver_is_retried_and_the_url_is_never_logged(
     assert thresholds_sent(receiver) == [(budget.id, 100), (budget2.id, 50)]
     (row,) = [r for r in sent_alerts(ledger_engine) if r[0] == budget2.id]
     assert row[3] is not None and row[4] == 5
+
+
+@pytest.mark.parametrize("written", [
+    # an upper-case host (httpx logs it lower-cased) and an explicit port (kept)
+    lambda url: url.replace("127.0.0.1", "LocalHost").replace("/hook", "/hook?token=s3cret"),
+    lambda url: url.replace("http://", "HTTP://").replace("/hook", "/hook?token=s3cret"),
+])
+def test_the_webhook_url_is_hidden_in_httpx_logs_however_it_is_written(
+    receiver: WebhookReceiver, caplog: pytest.LogCaptureFixture, written
+) -> None:
+    url = written(receiver.url)
+    sender = WebhookSender(url, attempts=1, timeout_s=5)
+    try:
+        with caplog.at_level(logging.INFO, logger="httpx"):
+            sender.send({"text": "hello"})
+    finally:
+        sender.close()
+    assert receiver.posts == 1  # the request went out and httpx logged it
+    assert "HTTP Request" in caplog.text and "<webhook url>" in caplog.text
+    assert "s3cret" not in caplog.text and "/hook" not in caplog.text
+
+
+def test_a_default_port_written_out_is_hidden_in_the_url_httpx_logs() -> None:
+    import httpx
+
+    from gateway.alerts.webhook import _HIDE
+
+    WebhookSender("https://HOOKS.example.com:443/services/T1/B1/t0ken").close()
+    logged = httpx.URL("https://HOOKS.example.com:443/services/T1/B1/t0ken")  # as httpx logs
+    assert str(logged) == "https://hooks.example.com/services/T1/B1/t0ken"
+    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, 'HTTP Request: %s %s "%s"',
+                               ("POST", logged, "HTTP/1.1 200 OK"), None)  # fmt: skip
+    assert _HIDE.filter(record) and "t0ken" not in record.getMessage()

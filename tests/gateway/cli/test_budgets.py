@@ -92,3 +92,31 @@ def test_bad_arguments_are_refused(ledger_env: str, argv: list[str]) -> None:
         main(argv)
     assert exited.value.code == 2
     assert load_budgets(ledger_env) == []
+
+
+def test_each_user_and_tag_budgets_set_list_status_and_remove(
+    ledger_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    each = ["--app", "shop", "--each-user"]
+    assert main(["budgets", "set", *each, "--usd", "0.50", "--period", "day"]) == 0
+    assert "daily budget of $0.50 on each end user of app 'shop'" in capsys.readouterr().out
+    assert main(["budgets", "set", "--tag", "feature=search", "--usd", "5", "--period", "day"]) == 0
+    assert "on requests tagged 'feature=search'" in capsys.readouterr().out
+    scopes = {(b.scope, b.scope_value) for b in load_budgets(ledger_env)}
+    assert scopes == {(BudgetScope.EACH_USER, "shop"), (BudgetScope.TAG, "feature=search")}
+    assert main(["budgets", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "each_user:shop" in listing and "tag:feature=search" in listing
+    assert "0/0 end users" in listing
+    assert main(["budgets", "status", *each]) == 0
+    status = capsys.readouterr().out
+    assert "end users who spent: 0; at or over the limit: 0" in status
+    assert main(["budgets", "status", "--tag", "feature=search"]) == 0
+    assert "remaining $5" in capsys.readouterr().out
+    assert main(["budgets", "remove", *each]) == 0
+    assert main(["budgets", "remove", "--tag", "feature=search"]) == 0
+    assert load_budgets(ledger_env) == []
+    assert main(["budgets", "status", *each]) == 1
+    assert (
+        main(["budgets", "set", "--team", "t", "--each-user", "--usd", "1", "--period", "day"]) == 2
+    )

@@ -34,6 +34,24 @@ def test_keys_create_prints_the_key_once_and_list_never_shows_it(
 
 
 @pytest.mark.usefixtures("clean_ledger")
+@pytest.mark.parametrize("app", ["default", "anonymous", " default "])
+def test_keys_create_refuses_the_reserved_app_names(
+    ledger_env: str, capsys: pytest.CaptureFixture[str], app: str
+) -> None:
+    assert main(["keys", "create", "--app", app]) == 2
+    out, err = capsys.readouterr()
+    assert not out and "is reserved" in err
+    assert load_active_keys(ledger_env) == {}
+
+
+def test_the_reserved_app_names_are_the_gateways_keyless_apps() -> None:
+    from db.keys import RESERVED_APPS
+    from gateway.replica.auth import ANONYMOUS_APP, STATIC_APP
+
+    assert {ANONYMOUS_APP, STATIC_APP} == RESERVED_APPS
+
+
+@pytest.mark.usefixtures("clean_ledger")
 def test_keys_revoke_by_id_prefix_and_unknown_id_fails(
     ledger_env: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -87,6 +105,53 @@ def test_keys_create_refuses_a_dead_scope_and_warns_of_unknown_models(
     assert "warning: not in the config: gpt-9" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("clean_ledger")
+def test_keys_create_stores_default_tags_allowed_tag_keys_and_user_limits(
+    ledger_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["keys", "create", "--app", "assistant", "--tag", "env=prod", "--tag", " team = ml ",
+            "--allow-tag-key", "feature", "--allow-tag-key", "tenant", "--user-rpm", "30",
+            "--user-tpm", "20000"]  # fmt: skip
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    info = load_active_keys(ledger_env)[hash_key(out.strip())]
+    assert info.default_tags == {"env": "prod", "team": "ml"}
+    assert info.allowed_tag_keys == ("feature", "tenant")
+    assert (info.user_rpm_limit, info.user_tpm_limit) == (30, 20000)
+    scope = "tags env=prod,team=ml tag keys feature,tenant user rpm 30 user tpm 20000"
+    assert scope in err
+
+    assert main(["keys", "list"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if " assistant " in x]
+    assert line.endswith("any model " + scope)
+
+
+@pytest.mark.usefixtures("clean_ledger")
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (["--tag", "env"], "a tag is KEY=VALUE"),
+        (["--tag", "=prod"], "a tag is KEY=VALUE"),
+        (["--tag", "k" * 65 + "=v"], "at most 64"),
+        (["--tag", "env=" + "v" * 513], "at most 512"),
+        (["--tag", "env=a", "--tag", "env=b"], "a tag key is given twice"),
+        (["--allow-tag-key", ""], "must not be empty"),
+        (["--user-rpm", "0"], "must be at least 1"),
+        (["--user-tpm", "many"], "not a whole number"),
+    ],
+)
+def test_keys_create_refuses_tags_and_user_limits_out_of_bounds(
+    ledger_env: str, capsys: pytest.CaptureFixture[str], bad: list[str], message: str
+) -> None:
+    try:
+        status = main(["keys", "create", "--app", "bot", *bad])
+    except SystemExit as exit_:  # argparse's refusal
+        status = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    assert status == 2 and message in err and "Traceback" not in err
+    assert out == "" and load_active_keys(ledger_env) == {}  # no key was made, none shown
+
+
 def test_migrate_reports_the_revision_and_syncs_prices(
     ledger_env: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -96,3 +161,24 @@ def test_migrate_reports_the_revision_and_syncs_prices(
     assert "13 in the config" in out
     assert main(["prices", "sync"]) == 0
     assert "0 new price versions" in capsys.readouterr().out
+
+
+def test_ledger_partitions_creates_the_weeks_ahead_and_from_a_date(
+    ledger_env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from db.partitions.sql import week_name
+
+    monday = dt.date(2026, 9, 7)
+    assert main(["ledger", "partitions", "--since", "2026-09-09"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("created ")
+    assert main(["ledger", "partitions", "--since", "2026-09-09"]) == 0  # nothing left to do
+    assert capsys.readouterr().out.startswith("created 0 partitions")
+    from db.engine import make_engine
+    from db.partitions.maintenance import partitions
+
+    engine = make_engine(ledger_env)
+    try:
+        assert week_name(monday) in partitions(engine)
+    finally:
+        engine.dispose()

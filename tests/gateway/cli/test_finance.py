@@ -153,3 +153,36 @@ def test_paths_that_do_not_exist_are_an_error_not_a_traceback(seeded, capsys):
     assert main(["fx", "import", str(Path("/nonexistent/rates.csv"))]) == 2
     argv = ["reconcile", *PERIOD, "--provider", "openai", "--file", "/nonexistent.csv"]
     assert main([*argv, "--format", "openai"]) == 2
+
+
+def _focus(tmp_path, *extra):
+    out = tmp_path / "focus.csv"
+    assert main(["export", "focus", *PERIOD, "--output", str(out), *extra]) == 0
+    with out.open() as f:
+        return [{k: (v or None) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def test_export_focus_split_by_end_user_or_tag_carries_it_in_tags(seeded, tmp_path):
+    plain = _focus(tmp_path)
+    by_user = _focus(tmp_path, "--split-by", "user")
+    assert check_rows(by_user) == []
+    # the same money, the checkout deepseek group now in two: one row set per end user
+    assert sum(D(r["x_ListCostUsd"]) for r in by_user) == LEDGER_LIST_USD
+    assert sum(D(r["BilledCost"]) for r in by_user) == sum(D(r["BilledCost"]) for r in plain)
+    requests: dict[str | None, int] = {}
+    for r in by_user:
+        user = json.loads(r["Tags"]).get("costgate:end_user")
+        requests[user] = requests.get(user, 0) + int(r["x_LedgerRequests"])
+    assert requests == {"u-a": 2, "u-b": 1, None: 4}
+    assert all(json.loads(r["Tags"])["app"] for r in by_user)
+    assert len(by_user) == len(plain) + 3  # deepseek's 3 token classes, once more
+    by_tag = _focus(tmp_path, "--split-by", "tag:feature")
+    features = {json.loads(r["Tags"]).get("feature") for r in by_tag}
+    assert features == {"search", "chat", None}
+    assert sum(D(r["x_ListCostUsd"]) for r in by_tag) == LEDGER_LIST_USD
+
+
+def test_export_focus_refuses_a_bad_split(seeded, tmp_path, capsys):
+    out = tmp_path / "focus.csv"
+    assert main(["export", "focus", *PERIOD, "--output", str(out), "--split-by", "model"]) == 2
+    assert "--split-by" in capsys.readouterr().err

@@ -97,3 +97,49 @@ def test_prune_without_retention_keeps_everything(
     assert main(["rollups", "prune"]) == 0
     assert "every raw row is kept" in capsys.readouterr().out
     assert _sql(seeded, "SELECT count(*) FROM usage_records") == [(2000,)]
+
+
+@pytest.fixture
+def attributed(database_url: str, ledger_engine: Engine, clean_ledger: None,
+               monkeypatch: pytest.MonkeyPatch) -> Engine:
+    from tests.db.analytics.attribution_seed import write_attributed
+
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    write_attributed(database_url)
+    return ledger_engine
+
+
+ATTR_ARGS = ["--start", "2026-11-17", "--end", "2026-11-20"]
+
+
+def test_costs_by_user_carry_the_same_money_columns_and_equal_sql(
+    attributed: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "costs", *ATTR_ARGS, "--by", "user", "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert list(rows[0])[:3] == ["start", "end", "user_id"]
+    assert {"amount_usd", "list_amount_usd", "baseline_amount_usd"} <= set(rows[0])
+    got: dict[str, Decimal] = {}
+    for r in rows:
+        got[r["user_id"]] = got.get(r["user_id"], Decimal(0)) + Decimal(r["amount_usd"] or 0)
+    want = _sql(attributed, "SELECT end_user, sum(actual_cost_usd) FROM usage_records"
+                " WHERE end_user IS NOT NULL GROUP BY 1")  # fmt: skip
+    assert got == {u: total for u, total in want} and len(got) == 7
+
+
+def test_completions_by_tag_with_a_second_tag_read_raw_rows_a_day_a_page(
+    attributed: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["report", "completions", *ATTR_ARGS, "--by", "tag:feature", "--tags", "env:prod"]
+    assert main([*argv, "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    got: dict[str, int] = {}
+    for r in rows:
+        got[r["tag:feature"]] = got.get(r["tag:feature"], 0) + int(r["input_tokens"])
+    want = _sql(attributed, "SELECT tags->>'feature', sum(prompt_tokens) FROM usage_records"
+                " WHERE tags->>'env' = 'prod' AND endpoint <> 'embeddings' GROUP BY 1")
+    assert got == {f: int(n) for f, n in want if f is not None} and len(got) == 3
+    assert main([*argv]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split()[:3] == ["start", "end", "tag:feature"]
+    assert table.splitlines()[-1].startswith("total")

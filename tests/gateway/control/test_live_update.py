@@ -115,6 +115,21 @@ def test_haproxy_sends_serve_no_line_per_request_by_default(routing_gateway) -> 
     assert not any("metrics.sock" in text or "log-format-sd" in text for text in texts)
 
 
+def test_haproxys_stats_and_metrics_listen_on_loopback_only(routing_gateway) -> None:
+    """Ray's template binds both to every interface; the node's processes change it
+    (gateway/control/haproxy_site)."""
+    ports = routing_gateway.cfg.gateway.ray.ports()
+    stats, metrics = ports["haproxy_stats_port"], ports["haproxy_metrics_port"]
+    haproxy_dir = ClusterPaths(routing_gateway.state_dir).haproxy_dir
+    texts = [cfg.read_text() for cfg in haproxy_dir.glob("*/haproxy.cfg")]
+    assert texts and all(f"bind 127.0.0.1:{stats}" in t for t in texts)
+    assert all(f"bind 127.0.0.1:{metrics}" in t for t in texts)
+    listening = [c.laddr for c in psutil.net_connections("tcp") if c.status == "LISTEN"]
+    on_ports = [a for a in listening if a.port in (stats, metrics)]
+    assert {a.port for a in on_ports} == {stats, metrics}
+    assert all(a.ip == "127.0.0.1" for a in on_ports), on_ports
+
+
 def test_show_prints_the_weights_the_replicas_run(routing_gateway) -> None:
     gw = routing_gateway
     set_auto(gw, SEEDS_MIX, "seeds' mix")

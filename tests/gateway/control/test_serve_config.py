@@ -83,7 +83,7 @@ def test_a_file_edited_in_place_changes_the_apps_args_unless_only_routing_change
 
 
 def test_serves_own_per_request_http_metrics_are_off_unless_asked_for():
-    from gateway.control.cluster import serve_ingress_env
+    from gateway.control.serve_config import serve_ingress_env
 
     data = load_config(default_config_path()).model_dump(mode="json")
     env = serve_ingress_env(parse_config(data))
@@ -96,7 +96,7 @@ def test_serves_own_per_request_http_metrics_are_off_unless_asked_for():
 
 
 def test_a_replica_shutting_down_behind_haproxy_is_held_for_the_configured_drain_period():
-    from gateway.control.cluster import serve_ingress_env
+    from gateway.control.serve_config import serve_ingress_env
 
     data = load_config(default_config_path()).model_dump(mode="json")
     assert serve_ingress_env(parse_config(data))[

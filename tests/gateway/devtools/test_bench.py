@@ -43,3 +43,15 @@ def test_a_messages_body_always_has_max_tokens_and_no_stream_options():
                            b'"delta":{"type":"text_delta","text":"He"}}')
     assert not has_first_token(b'data: {"type":"content_block_start","index":0,'
                                b'"content_block":{"type":"text","text":""}}')
+
+
+def test_the_attributed_target_sends_its_headers_with_the_usual_ones():
+    from gateway.cli.bench import ATTRIBUTION_HEADERS
+    from gateway.devtools.bench import _headers
+
+    target = Target("attributed", "http://g/v1", "m", "cg-key", headers=ATTRIBUTION_HEADERS)
+    headers = _headers(target)
+    assert headers["authorization"] == "Bearer cg-key"
+    assert headers["x-costgate-user"] and headers["x-costgate-session"]
+    assert headers["x-costgate-tags"].count("=") == 3
+    assert "x-costgate-user" not in _headers(Target("gateway", "http://g/v1", "m", "cg-key"))

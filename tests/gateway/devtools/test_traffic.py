@@ -4,17 +4,24 @@ import asyncio
 import random
 import threading
 import time
+import uuid
+from collections import Counter
 
+from sqlalchemy import create_engine, text
+
+from db.keys import create_key
 from gateway.devtools.traffic import (
     DEFAULT_ALIASES,
+    completion_models,
     default_models,
     embedding_models,
     plan_call,
     run_traffic,
 )
-from gateway.domain.config import load_config
+from gateway.domain.config import default_config_path, load_config
 
 SIM_MODELS = ["gpt-4o-mini", "deepseek-chat", "gemini-2.5-flash"]
+ATTRIBUTION_PARAMS = ("user", "metadata")
 
 
 def test_default_mix_covers_every_alias_and_concrete_models(sim):
@@ -123,3 +130,71 @@ async def test_traffic_through_the_sim_succeeds_on_every_api(sim):
     assert set(summary.endpoints) == {"chat.completions", "responses", "completions",
                                       "embeddings", "messages"}
     assert sum(summary.errors.values()) == 0, summary.errors
+
+
+def test_legacy_completions_go_only_to_the_names_that_serve_them():
+    config = load_config(default_config_path())
+    serving = completion_models(config)
+    chat_only = [m.name for m in config.models if m.kind == "chat" and m.name not in serving]
+    assert chat_only and "auto" in serving  # Anthropic's and Gemini's models do not
+    rng = random.Random(8)
+    names = default_models(config)
+    calls = [plan_call(rng, names, 2, embedding_models(config), None, serving)
+             for _ in range(3000)]
+    completions = [c for c in calls if c.endpoint == "completions"]
+    assert len(completions) > 100 and all(c.model in serving for c in completions)
+    assert any(c.model in chat_only for c in calls)  # on the other APIs, every model
+
+
+async def test_traffic_sends_end_users_sessions_and_features_on_every_api(sim):
+    config = load_config(sim.config_path)
+    lines = []
+    summary = await run_traffic(sim.base_url + "/v1", ["k1", "k2", "k3"], config,
+                                models=["gpt-4o-mini"], max_requests=100, concurrency=4,
+                                seed=21, log_every=0, on_progress=lines.append)
+    assert sum(summary.errors.values()) == 0, summary.errors
+    seen = sim.recent_requests()
+    assert len(seen) == 100
+    headers = Counter(h for r in seen for h in r["header_names"] if h.startswith("x-costgate"))
+    assert headers["x-costgate-session"] > 60  # all but the internal jobs
+    assert 10 < headers["x-costgate-user"] < 60  # the rest put the end user in the body
+    assert headers["x-costgate-tags"] > 10  # the APIs without OpenAI `metadata`
+    params = Counter(p for r in seen for p in r["params"] if p in ATTRIBUTION_PARAMS)
+    assert params["user"] > 20 and params["metadata"] > 40
+    # each OpenAI call carries its tags one way, `metadata` or the header; Anthropic's
+    # Messages in the header (its `metadata` holds only the end user)
+    for r in seen:
+        anthropic = "anthropic-version" in r["header_names"]
+        tags_in_body = "metadata" in r["params"] and not anthropic
+        assert tags_in_body != ("x-costgate-tags" in r["header_names"]), r
+    assert summary.audience is not None and summary.audience.sessions > 5
+    assert " end users, " in lines[-1] and lines[-1].endswith(" sessions")
+
+
+async def test_the_demo_mix_through_the_gateway_fails_nowhere_and_is_attributed(gateway):
+    app = f"traffic-{uuid.uuid4().hex[:8]}"
+    key, _ = create_key(gateway.database_url, app, "demo")
+    names = default_models(load_config(default_config_path()))  # what the demo sends
+    summary = await run_traffic(gateway.base_url + "/v1", [key], gateway.cfg, models=names,
+                                max_requests=160, concurrency=4, seed=5, log_every=0)
+    assert summary.errors == Counter(), summary.errors
+    assert summary.endpoints["completions"] > 0
+    engine = create_engine(gateway.database_url)
+    query = text("SELECT end_user, session_id, tags, endpoint FROM usage_records"
+                 " WHERE app = :app")
+    deadline = time.monotonic() + 60
+    while True:
+        with engine.connect() as conn:
+            rows = conn.execute(query, {"app": app}).all()
+        if len(rows) >= summary.sent or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    engine.dispose()
+    assert len(rows) == summary.sent
+    assert all(r.tags and r.tags["feature"] and r.tags["env"] for r in rows)
+    customers = [r for r in rows if r.end_user]
+    assert 0.8 < len(customers) / len(rows) < 1
+    assert all(r.session_id and r.tags["plan"] for r in customers)
+    assert {r.end_user for r in customers} == summary.audience.end_users
+    # every API carried them: the headers, `user`, `metadata`, Anthropic's metadata
+    assert {r.endpoint for r in customers} >= {"chat.completions", "responses", "messages"}

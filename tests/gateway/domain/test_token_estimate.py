@@ -94,3 +94,20 @@ def test_content_parts_and_tool_calls_are_counted() -> None:
 
 def test_empty_conversation_costs_only_the_reply_priming() -> None:
     assert estimate_prompt_tokens([]) == 3
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a" * 1_000_000, "hello world " * 200_000, "\u4e2d\u6587" * 600_000, "\U0001f600" * 300_000],
+)
+def test_texts_of_a_million_characters_and_more_are_counted_in_pieces(text):
+    counted = count_tokens(text)
+    assert counted > 0
+    # the pieces count (about) what one call counts on the first piece's scale
+    piece = text[: len(text) // 8]
+    assert counted >= 7 * count_tokens(piece)
+
+
+def test_counting_in_pieces_matches_one_call_on_plain_prose():
+    text = "hello world, how are you? " * 20_000  # 520,000 characters: pieces
+    assert count_tokens(text) == len(_encoding(None).encode_ordinary(text))

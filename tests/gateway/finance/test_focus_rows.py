@@ -4,10 +4,11 @@ totals equal to the ledger's, every row passing the column rules."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from decimal import Decimal
 
 from gateway.finance.focus_columns import HEADER, check_rows
-from gateway.finance.focus_rows import csv_value, focus_rows, publisher_of
+from gateway.finance.focus_rows import csv_value, focus_rows, group_rows, publisher_of
 from gateway.finance.ledger_groups import Tokens
 from tests.gateway.finance.conftest import group
 
@@ -94,3 +95,57 @@ def test_publishers_follow_the_model_family():
     assert publisher_of("relay-claude-sonnet-4.5", "claude-sonnet-4-5", "relay") == "Anthropic"
     assert publisher_of("deepseek-v3.2", "deepseek-chat", "deepseek") == "DeepSeek"
     assert publisher_of("house-model", "house-model", "acme") == "acme"
+
+
+def test_a_batch_lines_rows_bill_the_batch_rate_with_their_own_category(catalog):
+    # 1M input + 1M output tokens of gpt-4o-mini: $0.15 + $0.60 at list, half of it billed
+    live = group(catalog, "gpt-4o-mini", Tokens(input=1_000_000, output=1_000_000))
+    half = Decimal("0.5")
+    batch = dataclasses.replace(live, batch=True, actual_cost=live.actual_cost * half,
+                                actual_cost_usd=live.actual_cost_usd * half)
+    rows = {r["x_TokenClass"]: r for r in group_rows(batch)}
+    assert rows["input"]["BilledCost"] == Decimal("0.075")
+    assert rows["output"]["BilledCost"] == Decimal("0.30")
+    assert rows["output"]["ListCost"] == Decimal("0.60")
+    assert rows["output"]["ContractedUnitPrice"] == Decimal("0.0000003")
+    for r in rows.values():
+        assert r["PricingCategory"] == "Other"
+        assert r["ChargeDescription"].endswith("(Batch API, batch rate)")
+        assert str(r["SkuId"]).endswith("/batch")
+    assert {r["PricingCategory"] for r in group_rows(live)} == {"Standard"}
+
+
+def test_web_search_calls_are_a_line_of_their_own_and_totals_still_hold():
+    from gateway.domain.config import parse_config
+    from gateway.domain.pricing import PriceCatalog, TokenUsage
+    from gateway.finance.ledger_groups import LedgerGroup
+
+    cfg = parse_config({
+        "providers": [{"name": "openai", "base_url": "http://127.0.0.1:1/v1"}],
+        "models": [{"name": "gpt-4o-mini", "provider": "openai", "upstream_model": "gpt-4o-mini",
+                    "list_prices": {"input": "0.15", "output": "0.6",
+                                    "tool_fees": {"web_search": "0.01"}}}],
+    })  # fmt: skip
+    catalog = PriceCatalog.from_config(cfg)
+    tokens = Tokens(input=1000, output=500)
+    # 1000 × 0.15 + 500 × 0.6 per 1M = $0.00045, and 3 calls × $0.01
+    priced = catalog.price("gpt-4o-mini", TokenUsage(prompt_tokens=1000, completion_tokens=500,
+                                                    web_search_calls=3))  # fmt: skip
+    assert priced.actual_cost == Decimal("0.03045")
+    g = LedgerGroup(day=datetime.date(2026, 12, 4),
+                    app="a", team=None, key_id=None, alias=None, model="gpt-4o-mini",
+                    provider="openai", version=catalog.versions["gpt-4o-mini"],
+                    cache_hit=False, requests=1, tokens=tokens,
+                    list_cost_usd=priced.list_cost_usd, actual_cost=priced.actual_cost,
+                    actual_cost_usd=priced.actual_cost_usd, web_search_calls=3,
+                    tool_fee_cost=priced.tool_fee_cost)  # fmt: skip
+    rows = list(focus_rows([g]))
+    assert [r["x_TokenClass"] for r in rows] == ["input", "output", "web_search"]
+    search = rows[-1]
+    assert search["ChargeDescription"] == "gpt-4o-mini web search calls via openai"
+    assert (search["PricingQuantity"], search["PricingUnit"]) == (Decimal(3), "Requests")
+    assert search["BilledCost"] == search["ListCost"] == Decimal("0.03")
+    assert search["ListUnitPrice"] == Decimal("0.01")
+    assert [r["BilledCost"] for r in rows[:2]] == [Decimal("0.00015"), Decimal("0.0003")]
+    assert sum(r["BilledCost"] for r in rows) == g.actual_cost
+    assert check_rows(rows) == []

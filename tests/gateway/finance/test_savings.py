@@ -37,6 +37,7 @@ def test_the_worked_example_of_the_docs_relay_gpt_4_1_saves_86_3_percent():
         "routing": 0,
         "cached_tokens": 0,
         "provider_price_fx": D("6.9041095890"),
+        "batch_discount": 0,
         "cache_hits": 0,
     }
     assert s.saved_pct is not None and round(s.saved_pct, 1) == D("86.3")
@@ -68,6 +69,7 @@ def test_a_cache_hit_saves_its_whole_list_cost_and_no_provider_price():
         "routing": D("0.4"),
         "cached_tokens": D("0.1"),
         "provider_price_fx": D(0),
+        "batch_discount": D(0),
         "cache_hits": D("0.5"),
     }
     assert s.billed_usd == 0
@@ -118,10 +120,19 @@ def test_steps_add_up_to_the_headline_exactly_and_in_cents_on_random_ledgers():
             assert abs(c.steps[name] - s.steps[name]) <= D("0.01")
 
 
+def test_a_batch_line_saves_list_minus_billed_as_its_batch_discount():
+    # 1M gpt-4o-mini output tokens: $0.60 at list, $0.30 at OpenAI's batch rate
+    s = decompose(record_sums(D("0.6"), D("0.3"), None, None, False, batch=True))
+    assert s.steps["batch_discount"] == D("0.3")
+    assert s.steps["provider_price_fx"] == 0
+    assert s.saved_usd == D("0.3") == sum(s.steps.values())
+
+
 def test_cents_where_naive_rounding_of_each_step_would_not_add_up():
-    # four steps of 0.3 cent: each rounds to 0, their sum (1.2 cents) to 1 cent
-    s = Savings(D("1.012"), D("1.000"), dict.fromkeys(STEPS, D("0.003")))
-    assert [to_cents(v) for v in s.steps.values()] == [D("0.00")] * 4
+    # four steps of 0.3 cent (and no batch): each rounds to 0, their sum (1.2 cents) to 1
+    s = Savings(D("1.012"), D("1.000"),
+                dict.fromkeys(STEPS, D("0.003")) | {"batch_discount": D(0)})
+    assert [to_cents(v) for v in s.steps.values()] == [D("0.00")] * 5
     c = s.in_cents()
     assert c.saved_usd == D("0.01")
     assert sum(c.steps.values()) == D("0.01")

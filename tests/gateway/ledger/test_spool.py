@@ -248,3 +248,26 @@ def test_a_row_is_reported_spooled_only_after_its_write_and_fsync_returned(
     # and another process (this one) finds them in the file
     (spooled,) = spool_dir.glob("usage-spool-*.jsonl")
     assert [json.loads(line)["request_id"] for line in spooled.read_text().splitlines()] == ids
+
+
+def test_spool_quarantine_and_rejected_files_are_readable_by_this_user_only(
+    spools: Callable[[], Spool],
+) -> None:
+    from gateway.ledger.spool_files import BadLine
+
+    old = os.umask(0o022)  # a permissive umask: the files' own mode must hold anyway
+    try:
+        s = spools()
+        s.open()
+        s.append([make_record()])
+        replay = s.next_replay()
+        assert replay is not None
+        s.quarantine(replay, [BadLine(0, "JSONDecodeError", b"{not json}\n")])
+        s.keep_rejected([make_record()])
+        s.append([make_record()])  # a fresh own file after the rotation
+    finally:
+        os.umask(old)
+    files = {p.name: p.stat().st_mode & 0o777 for p in s.directory.iterdir() if p.is_file()}
+    kinds = {name.split("-")[1] for name in files}
+    assert {"spool", "quarantine", "rejected"} <= kinds, files
+    assert set(files.values()) == {0o600}, files

@@ -122,6 +122,24 @@ def _poll(fetch, ready, timeout_s: float = 40.0):
     return value
 
 
+def settled(scrape, timeout_s: float = 30.0) -> bytes:
+    """The metrics once the shared gateway is idle: nothing in flight, and the request
+    count unchanged over more than one push interval (1 s). Requests of the tests before
+    this one (a traffic run's last streams) may still be landing: the histograms below
+    have no app label to tell them apart."""
+    last = scrape()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(1.5)
+        now = scrape()
+        idle = total(now, "costgate_requests_in_flight") == 0
+        count = "costgate_request_duration_seconds_count"
+        if idle and total(now, count) == total(last, count):
+            return now
+        last = now
+    return last
+
+
 def _cents_equal(metric: float, ledger: Decimal) -> bool:
     return round(Decimal(repr(metric)), 2) == round(ledger, 2) and abs(
         Decimal(repr(metric)) - ledger
@@ -137,7 +155,7 @@ def test_metrics_totals_equal_the_ledger_and_prometheus_sees_the_same(gateway, s
         assert r.headers["content-type"].startswith("text/plain")
         return r.content
 
-    before = scrape()
+    before = settled(scrape)
     warm = _warm_up(gateway.base_url, key)
     n = N + warm
     sim.set_fault("gpt-4o", "error_503")

@@ -46,6 +46,17 @@ async def test_requests_are_counted_by_the_api_they_called():
         assert total(text, "costgate_requests_total", endpoint=endpoint) == 1
 
 
+async def test_a_batch_line_counts_its_request_and_cost_but_no_latency():
+    hub = LocalHubClient()
+    r = _replica(hub)
+    r.observe_request(make_record(endpoint=Endpoint.BATCH, latency_ms=3_600_000))
+    await r.push()
+    text = await hub.render()
+    assert total(text, "costgate_requests_total", endpoint="batch") == 1
+    assert total(text, "costgate_cost_usd_total") == pytest.approx(0.0000512)
+    assert total(text, "costgate_request_duration_seconds_count") == 0
+
+
 async def test_savings_are_split_so_both_counters_only_grow():
     hub = LocalHubClient()
     r = _replica(hub)

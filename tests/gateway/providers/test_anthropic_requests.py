@@ -218,3 +218,10 @@ def test_system_text_joins_blocks_and_estimates_see_every_block():
         {"role": "user", "content": [{"type": "text", "text": "hello"}]}]})
     assert estimate[0]["content"] == json.dumps("s")
     assert "hello" in estimate[1]["content"]
+
+
+def test_the_end_user_reaches_anthropic_as_metadata_user_id_newer_name_first():
+    base = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+    assert chat_to_messages(base | {"user": "u-1"}, "m")["metadata"] == {"user_id": "u-1"}
+    both = chat_to_messages(base | {"user": "u-1", "safety_identifier": "u-2"}, "m")
+    assert both["metadata"] == {"user_id": "u-2"}

@@ -175,3 +175,9 @@ def test_responses_go_through_chat_to_generate_content_and_back():
     assert events[0]["type"] == "response.created"
     assert events[-1]["type"] == "response.completed" and parser.done
     assert events[-1]["response"]["usage"]["input_tokens"] == 1200
+
+
+def test_the_end_users_fields_are_no_generation_parameter():
+    body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+            "user": "u-1", "safety_identifier": "u-1"}
+    assert "user" not in json.dumps(chat_to_gemini(body)).replace('"role": "user"', "")

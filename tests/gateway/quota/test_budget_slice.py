@@ -7,7 +7,11 @@ import datetime as dt
 from decimal import Decimal
 
 from gateway.domain.budgets import Budget, BudgetPeriod, BudgetScope
-from gateway.quota.budget_slice import QUIET_SYNCS_BEFORE_RETURN, BudgetSlice
+from gateway.quota.budget_slice import (
+    QUIET_SYNCS_BEFORE_RETURN,
+    SUBJECT_QUIET_SYNCS_BEFORE_RETURN,
+    BudgetSlice,
+)
 
 D = Decimal
 START = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
@@ -110,3 +114,20 @@ def test_the_slice_follows_the_reservation_rate_not_the_number_of_rounds() -> No
     for i in range(5):  # then a burst of rounds within 50 ms
         sync(5.0 + i * 0.01)
     assert D("0.15") < s.free <= D("0.2")  # about 2 x 0.1 a second, kept
+
+
+def test_an_end_users_slice_goes_back_whole_after_a_few_quiet_syncs() -> None:
+    b = Budget(2, BudgetScope.EACH_USER, "shop", BudgetPeriod.DAY, D("0.02"), True)
+    s = BudgetSlice(b, START, START + dt.timedelta(days=1), subject="alice")
+    assert s.key == (2, "alice", START)
+    s.held = D("0.01")
+    s.try_reserve(D("0.004"))
+    s.settle(D("0.004"), D("0.003"))
+    syncs = 0
+    while not s.idle():
+        ask = s.begin_sync(100.0 + syncs)
+        s.end_sync(s.held, D(0), renewed=True, remaining=D("0.01"))
+        syncs += 1
+        assert ask.in_use_usd == 0 and syncs <= SUBJECT_QUIET_SYNCS_BEFORE_RETURN + 1
+    assert s.held == 0  # everything handed back: nothing of it is kept for this end user
+    assert SUBJECT_QUIET_SYNCS_BEFORE_RETURN < QUIET_SYNCS_BEFORE_RETURN

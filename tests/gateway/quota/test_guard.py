@@ -4,16 +4,18 @@ key's rpm through PostgreSQL, never admit past them, and give back what they do 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
+import time
 from collections.abc import AsyncIterator
 from decimal import Decimal
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from db.budgets import set_budget
 from db.leases import budget_statuses
-from gateway.domain.budgets import BudgetPeriod, BudgetScope
+from gateway.domain.budgets import Budget, BudgetPeriod, BudgetScope
 from gateway.domain.openai_errors import OpenAIError
 from gateway.quota.guard import Admission, QuotaGuard, Who
 from gateway.quota.syncer import PostgresQuotaStore, QuotaSyncer
@@ -171,3 +173,115 @@ async def test_sequential_requests_never_reserve_past_the_budget_either(
     await _start(replicas)
     results = [await _try(replicas[i % 2].guard) for i in range(8)]
     assert [isinstance(r, Admission) for r in results].count(True) == 4
+
+
+# -- end users and tags -------------------------------------------------------------------
+
+ALICE = Who("shop", None, SHOP.key_id, end_user="alice", tags={"feature": "search"})
+BOB = Who("shop", None, SHOP.key_id, end_user="bob")
+
+
+def test_each_user_and_tag_budgets_apply_only_to_whom_they_name() -> None:
+    guard = QuotaGuard(shared=True)
+    each = Budget(1, BudgetScope.EACH_USER, "shop", BudgetPeriod.DAY, D("0.5"), True)
+    tag = Budget(2, BudgetScope.TAG, "feature = search", BudgetPeriod.DAY, D(5), True)
+    other_app = Budget(3, BudgetScope.EACH_USER, "blog", BudgetPeriod.DAY, D(1), True)
+    soft = Budget(4, BudgetScope.TAG, "env=prod", BudgetPeriod.DAY, D(1), False)
+    guard.replace_budgets([each, tag, other_app, soft])
+    assert guard.hard_budgets(ALICE) == [each, tag]
+    assert guard.hard_budgets(BOB) == [each]
+    # no end user named: under no each-user budget; another tag value: not under the tag's
+    anonymous = Who("shop", None, None, tags={"feature": "chat", "env": "prod"})
+    assert guard.hard_budgets(anonymous) == [] and not guard.applies(anonymous)
+    assert guard.applies(Who("blog", None, None, user_rpm=5)) is False  # no end user
+    assert guard.applies(Who("blog", None, None, end_user="x", user_rpm=5))
+
+
+async def test_each_end_user_has_the_whole_limit_to_themselves_across_replicas(
+    ledger_engine: Engine, replicas: list[QuotaSyncer]
+) -> None:
+    set_budget(ledger_engine, BudgetScope.EACH_USER, "shop", BudgetPeriod.DAY, D("0.02"),
+               actor="test")  # fmt: skip
+    await _start(replicas)
+    calls = [_try(replicas[i % 2].guard, ALICE if i < 20 else BOB) for i in range(40)]
+    results = await asyncio.gather(*calls)
+    alice, bob = results[:20], results[20:]
+    # 4 x 0.005 each: neither's reservations took anything of the other's
+    assert [isinstance(r, Admission) for r in alice].count(True) == 4
+    assert [isinstance(r, Admission) for r in bob].count(True) == 4
+    refused = next(r for r in bob if isinstance(r, OpenAIError))
+    assert (refused.status, refused.code) == (429, "budget_exceeded")
+    assert "daily budget of $0.02 on each end user of app 'shop'" in refused.message
+    assert "alice" not in refused.message and "bob" not in refused.message
+    assert Decimal(refused.headers["x-costgate-budget-remaining-usd"]) < WORST.cost_usd  # type: ignore[operator]
+    subjects = {s.subject for g in replicas for s in g.guard.budget_slices.values()}
+    assert subjects == {"alice", "bob"}
+
+
+async def test_a_tag_budget_counts_every_app_carrying_the_tag(
+    ledger_engine: Engine, replicas: list[QuotaSyncer]
+) -> None:
+    set_budget(ledger_engine, BudgetScope.TAG, "feature=search", BudgetPeriod.DAY, D("0.01"),
+               actor="test")  # fmt: skip
+    await _start(replicas)
+    blog = Who("blog", None, None, tags={"feature": "search", "env": "prod"})
+    results = [await _try(replicas[i % 2].guard, ALICE if i % 2 else blog) for i in range(5)]
+    assert [isinstance(r, Admission) for r in results].count(True) == 2  # 2 x 0.005, shared
+    untagged = Who("blog", None, None, tags={"feature": "chat"})
+    assert isinstance(await _try(replicas[0].guard, untagged), Admission)  # nothing applies
+
+
+async def test_an_end_users_rpm_holds_across_replicas_and_spares_the_others(
+    ledger_engine: Engine, replicas: list[QuotaSyncer]
+) -> None:
+    await _start(replicas)
+    limited = [dataclasses.replace(w, user_rpm=5) for w in (ALICE, BOB)]
+    results = await asyncio.gather(
+        *(_try(replicas[i % 2].guard, limited[i // 12]) for i in range(24))
+    )
+    for part in (results[:12], results[12:]):
+        assert 4 <= [isinstance(r, Admission) for r in part].count(True) <= 6
+    refused = next(r for r in results if isinstance(r, OpenAIError))
+    assert (refused.status, refused.code) == (429, "rate_limit_exceeded")
+    assert "Rate limit reached for this end user: 5 requests per minute" in refused.message
+    assert refused.headers["x-ratelimit-limit-requests"] == "5"
+    names = set(replicas[0].guard.user_buckets) | set(replicas[1].guard.user_buckets)
+    assert names == {f"key:{SHOP.key_id}:user:{u}:rpm" for u in ("alice", "bob")}
+
+
+async def test_idle_end_users_are_dropped_so_memory_follows_who_is_active(
+    ledger_engine: Engine, replicas: list[QuotaSyncer]
+) -> None:
+    set_budget(ledger_engine, BudgetScope.EACH_USER, "shop", BudgetPeriod.DAY, D(1),
+               actor="test")  # fmt: skip
+    syncer = replicas[0]
+    await syncer.load_budgets()
+    syncer.start()
+    users = [dataclasses.replace(BOB, end_user=f"user-{i}") for i in range(30)]
+    admitted = await asyncio.gather(*(syncer.guard.admit(u, WORST) for u in users))
+    assert len(syncer.guard.budget_slices) == 30
+    for a in admitted:
+        a.settle(D("0.001"), 50)
+    # a few quiet syncs hand each slice back whole; then it is dropped
+    deadline = time.monotonic() + 20
+    while syncer.guard.budget_slices and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert syncer.guard.budget_slices == {}
+    # what they spent was reported before their slices went: a new request sees it
+    with ledger_engine.connect() as conn:
+        settled = conn.execute(
+            text("SELECT sum(settled_usd), count(DISTINCT subject) FROM budget_leases")
+        ).one()
+    assert settled == (D("0.030"), 30)
+
+
+def test_a_local_end_user_bucket_is_dropped_once_full_again() -> None:
+    now = [0.0]
+    guard = QuotaGuard(shared=False, clock=lambda: now[0])
+    who = dataclasses.replace(BOB, user_rpm=2, user_tpm=1000)
+    asyncio.run(guard.admit(who, WORST))
+    guard.prune()
+    assert len(guard.user_buckets) == 2  # in use: kept
+    now[0] = 60.0  # refilled
+    guard.prune()
+    assert guard.user_buckets == {}

@@ -189,9 +189,56 @@ async def test_a_keys_rpm_holds_across_both_replicas(gateway: RunningGateway, si
     codes = _codes(responses)
     assert 19 <= codes.count("ok") <= 21, (codes.count("ok"), took)
     assert set(codes) == {"ok", "429:rate_limit_exceeded"}
+    # every answer to a key with limits carries them, not only the refusals
+    answered = [r for r in responses if r.status_code == 200]
+    assert all(r.headers["x-ratelimit-limit-requests"] == "20" for r in answered)
+    assert all(0 <= int(r.headers["x-ratelimit-remaining-requests"]) <= 20 for r in answered)
     refusal = next(r for r in responses if r.status_code == 429)
     assert refusal.headers["x-ratelimit-limit-requests"] == "20"
     assert int(refusal.headers["x-ratelimit-remaining-requests"]) <= 1
     assert refusal.headers["x-ratelimit-reset-requests"]
     assert int(refusal.headers["retry-after"]) >= 1
     print(f"40 requests in {took:.2f} s: {codes.count('ok')} admitted")
+
+
+N = 8
+N_MAX_TOKENS = 60
+N_BODY = {"model": MODEL, "max_tokens": N_MAX_TOKENS, "n": N,
+          "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+# the worst case counted with its n: the prompt once, every choice's output
+N_WORST = (Decimal(24) * Decimal("2.5") + N * N_MAX_TOKENS * Decimal(10)) / Decimal(1_000_000)
+
+
+async def test_parallel_requests_with_n_stay_within_the_budget_and_one_worst_case(
+    gateway: RunningGateway, sim: Any
+) -> None:
+    # each request is billed for its eight choices: about $0.0044-0.0048, so a $0.05
+    # budget admits about ten of the forty (one choice's worth would admit them all)
+    sim.set_behaviour(MODEL, completion_tokens=[50, 60], per_token_ms=0.2)
+    app = _app()
+    key, _ = create_key(gateway.database_url, app, max_n=N)
+    _cli(gateway, "budgets", "set", "--app", app, "--usd", "0.05", "--period", "day")
+    time.sleep(3)  # the replicas reload budgets every 2 s
+    responses = await _burst(gateway, key, 40, N_BODY)
+    codes = _codes(responses)
+    admitted = codes.count("ok")
+    assert 1 <= admitted < 40 and set(codes) == {"ok", "429:budget_exceeded"}, codes
+    assert all(len(r.json()["choices"]) == N for r in responses if r.status_code == 200)
+    _wait_records(gateway, app, 40)
+    spent, ok = _spent(gateway, app)
+    assert ok == admitted
+    assert spent <= Decimal("0.05") + N_WORST, (spent, admitted)
+    print(f"n={N}: {admitted} of 40 admitted, ${spent} spent of $0.05")
+
+    async with httpx.AsyncClient(base_url=gateway.base_url, timeout=30) as client:
+        headers = {"authorization": f"Bearer {key}"}
+        too_many = await client.post("/v1/chat/completions", headers=headers,
+                                     json=N_BODY | {"n": 129})
+        assert too_many.status_code == 400 and too_many.json()["error"]["param"] == "n"
+        best_of = await client.post("/v1/completions", headers=headers, json={
+            "model": MODEL, "prompt": "Once", "max_tokens": 5, "n": 1, "best_of": N + 1})
+        assert best_of.status_code == 400 and best_of.json()["error"]["param"] == "best_of"
+        background = await client.post("/v1/responses", headers=headers, json={
+            "model": MODEL, "input": "Write a novel.", "background": True})
+        assert background.status_code == 400
+        assert background.json()["error"]["param"] == "background"

@@ -29,10 +29,26 @@ def test_streams_always_ask_the_upstream_for_usage_but_remember_what_the_client_
     assert req.include_usage
 
 
-def test_the_smaller_of_max_tokens_and_max_completion_tokens_bounds_the_answer():
+def test_the_larger_of_max_tokens_and_max_completion_tokens_bounds_the_worst_case():
+    # which one an upstream honours when both are sent is its own affair
     req = validate_chat_request(
         {"model": "m", "messages": MSG, "max_tokens": 50, "max_completion_tokens": 20})
-    assert req.max_tokens == 20
+    assert req.max_tokens == 50
+
+
+def test_n_counts_the_outputs_billed_and_is_at_most_128():
+    assert validate_chat_request({"model": "m", "messages": MSG}).outputs == 1
+    assert validate_chat_request({"model": "m", "messages": MSG, "n": 128}).outputs == 128
+    with pytest.raises(OpenAIError) as err:
+        validate_chat_request({"model": "m", "messages": MSG, "n": 129})
+    assert (err.value.status, err.value.param) == (400, "n")
+
+
+@pytest.mark.parametrize("value", [2**31, 10**30, 10**300])
+def test_token_limits_beyond_an_int32_are_the_clients_400(value):
+    with pytest.raises(OpenAIError) as err:
+        validate_chat_request({"model": "m", "messages": MSG, "max_tokens": value})
+    assert (err.value.status, err.value.param) == (400, "max_tokens")
 
 
 @pytest.mark.parametrize(

@@ -231,3 +231,79 @@ async def test_the_replicas_ledger_report_wants_an_admin_key(make):
             assert resp.status_code == status and "abc123" not in resp.text
         resp = await c.get("/costgate/replicas", headers=bearer(ADMIN_KEY))
         assert resp.status_code == 200 and resp.json() == {"replicas": report}
+
+
+async def test_best_of_above_a_keys_max_n_is_a_400_and_n_above_128_for_any_key(make):
+    h = make()
+    resp = await h.client.post(
+        "/v1/completions", headers=bearer(SCOPED_KEY),
+        json={"model": "gpt-4o-mini", "prompt": "Once", "n": 1, "best_of": 3, "max_tokens": 5})
+    assert resp.status_code == 400
+    assert resp.json()["error"]["param"] == "best_of"
+    assert resp.json()["error"]["code"] == "above_key_limit"
+    for path, body in (
+        ("/v1/chat/completions", {"model": "gpt-4o-mini", "messages": MESSAGES, "n": 129}),
+        ("/v1/completions", {"model": "gpt-4o-mini", "prompt": "Once", "best_of": 129}),
+    ):
+        resp = await h.client.post(path, headers=bearer(APP_KEY), json=body)
+        assert resp.status_code == 400, resp.text
+        assert resp.json()["error"]["param"] in ("n", "best_of")
+    assert h.seen == []
+    assert [r.http_status for r in h.records] == [400, 400, 400]
+
+
+async def test_a_background_responses_request_is_refused_before_the_upstream(make):
+    h = make()
+    resp = await h.client.post(
+        "/v1/responses", headers=bearer(APP_KEY),
+        json={"model": "gpt-4o-mini", "input": "Write a novel", "background": True})
+    assert resp.status_code == 400
+    assert resp.json()["error"]["param"] == "background"
+    assert resp.json()["error"]["code"] == "unpriced_feature"
+    assert h.seen == []
+    [record] = h.records
+    assert record.http_status == 400 and record.actual_cost_usd is None
+
+
+async def test_a_message_of_a_million_characters_is_answered_never_a_500(make):
+    h = make()
+    text = "a" * 1_000_000  # bpe-openai alone raises on it
+    resp = await h.chat({"model": "gpt-4o", "messages": [{"role": "user", "content": text}],
+                         "max_tokens": 5}, **bearer(APP_KEY))
+    assert resp.status_code in (200, 400), resp.text
+    assert len(h.records) == 1
+
+
+async def test_metrics_beyond_loopback_without_a_token_configured_refuse_every_scrape(make):
+    h = make(config(host="0.0.0.0"), render_metrics=render)
+    for headers in ({}, bearer(""), bearer(ADMIN_KEY), bearer(APP_KEY)):
+        resp = await h.client.get("/metrics", headers=headers)
+        assert resp.status_code == 401 and "costgate_up" not in resp.text
+    loopback = make(config(host="127.0.0.1"), render_metrics=render)
+    assert (await loopback.client.get("/metrics")).status_code == 200
+
+
+async def test_the_openapi_schema_wants_a_gateway_key(make):
+    h = make()
+    for headers in ({}, bearer("wrong")):
+        resp = await h.client.get("/openapi.json", headers=headers)
+        assert resp.status_code == 401 and "paths" not in resp.text
+    resp = await h.client.get("/openapi.json", headers=bearer(APP_KEY))
+    assert resp.status_code == 200 and "/v1/chat/completions" in resp.json()["paths"]
+    keyless = make(config(require_keys=False))
+    assert (await keyless.client.get("/openapi.json")).status_code == 401
+
+
+async def test_an_admin_key_cannot_call_models(make):
+    h = make()
+    for path, body in (("/v1/chat/completions", {"model": "gpt-4o-mini", "messages": MESSAGES}),
+                       ("/v1/messages", {"model": "gpt-4o-mini", "max_tokens": 20,
+                                         "messages": MESSAGES})):  # fmt: skip
+        resp = await h.client.post(path, json=body, headers=bearer(ADMIN_KEY))
+        assert resp.status_code == 403, resp.text
+        assert "admin" in resp.text
+    # it still does its own work, and an app's key still calls models
+    assert (await h.client.get("/costgate/routing", headers=bearer(ADMIN_KEY))).status_code == 200
+    resp = await h.client.post("/v1/chat/completions", headers=bearer(APP_KEY),
+                               json={"model": "gpt-4o-mini", "messages": MESSAGES})
+    assert resp.status_code == 200

@@ -21,6 +21,7 @@ import yaml
 
 from db.keys import hash_key
 from gateway.domain.config import Config, default_config_path, load_config, parse_config
+from gateway.domain.token_estimate import estimate_prompt_tokens
 from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
 from gateway.replica.auth import Caller, KeyRing
 from gateway.replica.http_api import serve_app
@@ -215,7 +216,9 @@ async def test_a_429_everywhere_answers_429_with_retry_after(harness_for):
     assert record.status is RequestStatus.UPSTREAM_ERROR and record.error_class == "rate_limited"
 
 
-async def test_a_timeout_answers_504_and_is_recorded(harness_for):
+async def test_a_timeout_answers_504_and_is_recorded_at_the_prompts_it_may_be_billed(
+    harness_for,
+):
     def handler(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("slow", request=request)
 
@@ -223,7 +226,20 @@ async def test_a_timeout_answers_504_and_is_recorded(harness_for):
     resp = await h.chat({"model": "gpt-4.1", "messages": MESSAGES}, **PINNED)
     assert resp.status_code == 504 and resp.json()["error"]["code"] == "timeout"
     [record] = h.records
-    assert record.error_class == "timeout" and record.usage_source is UsageSource.MISSING
+    assert record.error_class == "timeout" and record.usage_source is UsageSource.ESTIMATED
+    # every attempt reached the provider, which bills a prompt it read: each counts
+    assert record.attempts >= 2 and len(h.seen) == record.attempts
+    one = estimate_prompt_tokens(MESSAGES)
+    assert record.prompt_tokens == one * record.attempts and record.completion_tokens == 0
+    assert record.actual_cost_usd is not None and record.actual_cost_usd > 0
+
+
+async def test_an_overloaded_upstream_bills_nothing_and_is_recorded_unpriced(harness_for):
+    h = harness_for(lambda _: httpx.Response(503, json={"error": {"message": "busy"}}))
+    resp = await h.chat({"model": "gpt-4.1", "messages": MESSAGES}, **PINNED)
+    assert resp.status_code == 502
+    [record] = h.records
+    assert record.usage_source is UsageSource.MISSING and record.actual_cost_usd is None
 
 
 async def test_a_body_that_is_no_completion_is_a_502_malformed(harness_for):

@@ -8,7 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.domain.config import Config, Prices, default_config_path, load_config
+from gateway.domain.config import Config, default_config_path, load_config
+from gateway.domain.prices.sections import Prices
 from gateway.domain.routing_settings import RoutingSettings, routing_from_config
 from gateway.routing.policy import (
     Health,

@@ -26,7 +26,9 @@ def usage(plan: ReplyPlan, cache_read: int, cache_write: int) -> dict[str, Any]:
         "cache_creation_input_tokens": cache_write,
         "cache_read_input_tokens": cache_read,
         "output_tokens": plan.usage.completion_tokens,
-        "service_tier": "standard",
+        "service_tier": plan.anthropic_tier,
+        **({"server_tool_use": {"web_search_requests": plan.web_searches}}
+           if plan.web_searches else {}),
     }
 
 

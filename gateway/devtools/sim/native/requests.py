@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.devtools.sim.request import ChatRequest, InvalidRequest
+from gateway.devtools.sim.request import ChatRequest, InvalidRequest, service_tier, web_searches
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,11 @@ def parse_anthropic(body: Any) -> NativeRequest:
         if _has_cache_control(content):
             breakpoint_at = len(messages)
     tools = []
+    searches = 0
     for tool in body.get("tools") or ():
-        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+        if isinstance(tool, dict) and str(tool.get("type", "")).startswith("web_search"):
+            searches = web_searches([tool], tool.get("max_uses"))  # a server tool
+        elif isinstance(tool, dict) and isinstance(tool.get("name"), str):
             tools.append({"type": "function", "function": {
                 "name": tool["name"], "parameters": tool.get("input_schema") or {}}})
     choice = body.get("tool_choice") or {}
@@ -75,7 +78,8 @@ def parse_anthropic(body: Any) -> NativeRequest:
         tool_choice = {"type": "function", "function": {"name": choice.get("name")}}
     chat = ChatRequest(model=model, messages=tuple(messages), stream=body.get("stream") is True,
                        include_usage=True, max_tokens=max_tokens, tools=tuple(tools),
-                       tool_choice=tool_choice)
+                       tool_choice=tool_choice, service_tier=service_tier(body),
+                       web_searches=searches)
     return NativeRequest(chat, breakpoint_at)
 
 

@@ -114,14 +114,20 @@ def response_object(response_id: str, created: int, model: str, plan: ReplyPlan 
     status, details, output = "in_progress", None, []
     if plan is not None:
         choice = plan.choices[0]
-        output = [_item(choice, item_id, True)]
+        # each hosted web search is an output item before the answer (OpenAI counts them
+        # there, not in usage)
+        output = [{"id": f"ws_{item_id[4:]}_{i}", "type": "web_search_call",
+                   "status": "completed", "action": {"type": "search", "query": "sim"}}
+                  for i in range(plan.web_searches)]
+        output.append(_item(choice, item_id, True))
         status = "incomplete" if choice.finish_reason == "length" else "completed"
         if status == "incomplete":
             details = {"reason": "max_output_tokens"}
     return {"id": response_id, "object": "response", "created_at": created, "status": status,
             "error": None, "incomplete_details": details, "instructions": None,
             "model": model, "output": output, "parallel_tool_calls": True,
-            "tool_choice": "auto", "tools": [], "usage": usage}
+            "tool_choice": "auto", "tools": [], "usage": usage,
+            "service_tier": "auto" if plan is None else plan.service_tier}
 
 
 class ResponsesEncoder:

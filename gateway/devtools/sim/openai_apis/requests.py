@@ -10,7 +10,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.devtools.sim.request import MAX_CHOICES, ChatRequest, InvalidRequest
+from gateway.devtools.sim.request import (
+    MAX_CHOICES,
+    ChatRequest,
+    InvalidRequest,
+    service_tier,
+    web_searches,
+)
 from gateway.devtools.sim.tokens import count_text
 
 
@@ -121,4 +127,6 @@ def parse_responses(body: Any) -> ChatRequest:
         model=model, messages=tuple(messages or [{"role": "user", "content": ""}]),
         stream=body.get("stream") is True, include_usage=True,
         max_tokens=_cap(body, "max_output_tokens"), tools=tuple(tools), tool_choice=choice,
+        service_tier=service_tier(body),
+        web_searches=web_searches(body.get("tools"), body.get("max_tool_calls")),
     )

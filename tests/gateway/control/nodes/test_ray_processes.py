@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -11,7 +12,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gateway.control.ray_processes import CLUSTER_MARKER_ENV, cluster_processes, stop_processes
+from gateway.control.ray_processes import (
+    CLUSTER_MARKER_ENV,
+    Stopped,
+    cluster_processes,
+    stop_processes,
+)
 
 # what Ray's agents do: retitle themselves (zeroing their environment block), keep a log
 # file open in the node's temp dir, and ignore SIGTERM
@@ -98,7 +104,54 @@ def test_stop_kills_an_agent_that_ignores_sigterm(
     ours.mkdir()
     orphan = _agent(started, ours / "runtime_env_agent.out", ours)
     agent = psutil.Process(orphan)
-    assert stop_processes(ours, grace_s=0.5) == 1
+    assert stop_processes(ours, grace_s=0.5) == Stopped(1)
     # stop_processes reaped its exit status (it is our child here): it is simply gone
     assert not agent.is_running()
     assert not cluster_processes(ours)
+
+
+# what `ray start` leaves: a leader that exits, and daemons in its session, one of them
+# retitled (no marker, no file of ours open, parented to init) and ignoring SIGTERM
+SESSION = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]],
+                         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+assert child.stdout.readline().strip() == b"ready"
+print(child.pid, flush=True)
+"""
+
+
+def test_a_process_of_the_heads_session_is_found_and_stopped_whatever_it_calls_itself(
+    tmp_path: Path,
+) -> None:
+    ours = tmp_path / "ray-ours"
+    ours.mkdir()
+    leader = subprocess.Popen([sys.executable, "-c", SESSION, AGENT, str(tmp_path / "x.out")],
+                              env=_env(None), stdout=subprocess.PIPE,
+                              start_new_session=True)  # fmt: skip
+    assert leader.stdout is not None
+    daemon = int(leader.stdout.readline())
+    leader.wait(timeout=30)  # the leader is gone, as `ray start` is once it returns
+    try:
+        assert daemon not in {p.pid for p in cluster_processes(ours)}  # no marker, no file
+        assert {p.pid for p in cluster_processes(ours, session=leader.pid)} == {daemon}
+        stopped = stop_processes(ours, grace_s=0.5, session=leader.pid)
+        assert stopped == Stopped(1)
+        assert not psutil.pid_exists(daemon) or psutil.Process(daemon).status() == "zombie"
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(daemon).kill()
+
+
+def test_a_session_id_whose_leader_is_another_live_session_is_not_ours(
+    tmp_path: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
+    ours = tmp_path / "ray-ours"
+    ours.mkdir()
+    # a live session leader that is not ours: its session id names nothing of the head
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                             env=_env(None), start_new_session=True)  # fmt: skip
+    started.append(other)
+    assert not cluster_processes(ours, session=other.pid)
+    assert stop_processes(ours, grace_s=0.5, session=other.pid) == Stopped(0)
+    assert other.poll() is None

@@ -66,3 +66,10 @@ def test_openai_only_features_are_a_400_naming_them(extra, named):
     with pytest.raises(Untranslatable) as caught:
         responses_to_chat({"model": "m", "input": "x", **extra})
     assert named in caught.value.message and caught.value.status == 400
+
+
+def test_the_end_users_newer_name_reaches_a_chat_upstream_as_user():
+    base = {"model": "m", "input": "Hi"}
+    assert responses_to_chat(base | {"safety_identifier": "u-1"})["user"] == "u-1"
+    both = responses_to_chat(base | {"safety_identifier": "u-1", "user": "u-2"})
+    assert both["user"] == "u-2" and "safety_identifier" not in both

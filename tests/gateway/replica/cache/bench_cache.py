@@ -1,13 +1,13 @@
 """The response cache's bench, side by side in one run (not a test: run it by hand).
 
-    .venv/bin/python -m tests.gateway.replica.cache.bench_cache [--memory] [-- BENCH ARGS]
+    .venv/bin/python -m tests.gateway.replica.cache.bench_cache [--redis] [-- BENCH ARGS]
 
 Starts its own Redis (a free port, nothing saved), the sim, a scratch ledger database and
-a 2-replica gateway (`costgate up`) whose cache is in that Redis (or, with --memory, in
-each replica's LRU), then runs `costgate bench --targets cache-off,cache-miss,cache-hit
---concurrencies 1,64 --upstream-ms 0,0`: the cache off, on at a 0% hit rate (every prompt
-new: the lookup and the store), and on at 100% (one prompt). Everything it started is
-stopped, by PID, at the end.
+a 2-replica gateway (`costgate up`) whose cache is the default one, shared through the
+ledger's database (or, with --redis, in that Redis), then runs `costgate bench --targets
+cache-off,cache-miss,cache-hit --concurrencies 1,64 --upstream-ms 0,0`: the cache off, on
+at a 0% hit rate (every prompt new: the lookup and the store), and on at 100% (one
+prompt). Everything it started is stopped, by PID, at the end.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ BENCH = ["--requests", "2000", "--duration", "20", "--rounds", "2", "--model", "
 def main(argv: list[str]) -> int:
     import subprocess
 
-    memory = "--memory" in argv
+    use_redis = "--redis" in argv
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     work = Path(tempfile.mkdtemp(prefix="costgate-cache-bench-"))
     block = claim_block(offsets=(*range(20), 50, REDIS_PORT))
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
         base.write_text(yaml.safe_dump(config))
         path = gateway_config(base, work / "costgate.yaml", block, require_keys=True)
         cfg = yaml.safe_load(path.read_text())
-        cfg["cache"] = {} if memory else {"redis_url": redis.url, "redis_timeout_s": 0.05}
+        cfg["cache"] = {"redis_url": redis.url, "redis_timeout_s": 0.05} if use_redis else {}
         path.write_text(yaml.safe_dump(cfg))
         with scratch_database(SERVER, "costgate_cache_bench") as url:
             env = dict(os.environ, DATABASE_URL=url, COSTGATE_STATE_DIR=str(work / "state"),

@@ -92,3 +92,20 @@ def cached_gateway(
         yield from _gateway(
             sim_server, ledger_url, cache_ports, tmp_path_factory, extra={"cache": cache}
         )
+
+
+@pytest.fixture(scope="module")
+def shared_gateway(
+    sim_server: Any,
+    database_url: str,
+    cache_ports: PortBlock,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RunningGateway]:
+    """No Redis: the cache is the one every replica shares without it (the ledger's
+    database, reached through the fixture's switchable proxy)."""
+    # a slow machine: 0.5 s before a lookup gives up on the store, not the default 50 ms
+    cache = {"redis_timeout_s": 0.5, "ttl_s": 300}
+    with scratch_database(database_url, "costgate_shared_cache") as ledger_url:
+        yield from _gateway(
+            sim_server, ledger_url, cache_ports, tmp_path_factory, extra={"cache": cache}
+        )

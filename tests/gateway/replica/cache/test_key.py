@@ -13,7 +13,7 @@ def test_the_key_is_scoped_to_the_app_and_the_api() -> None:
     assert a != cache_key("a", Endpoint.RESPONSES, BODY)
 
 
-def test_every_generation_parameter_changes_the_key_but_stream_options_do_not() -> None:
+def test_every_generation_parameter_changes_the_key_but_stream_and_its_options_do_not() -> None:
     base = cache_key("a", Endpoint.CHAT_COMPLETIONS, BODY)
     for extra in (
         {"temperature": 0.5},
@@ -22,12 +22,14 @@ def test_every_generation_parameter_changes_the_key_but_stream_options_do_not() 
         {"tools": [{"type": "function", "function": {"name": "f"}}]},
         {"response_format": {"type": "json_object"}},
         {"model": "gpt-4o-mini"},
-        {"stream": True},
         {"some_new_field": 1},
     ):
         assert cache_key("a", Endpoint.CHAT_COMPLETIONS, BODY | extra) != base, extra
     usage = BODY | {"stream_options": {"include_usage": True}}
     assert cache_key("a", Endpoint.CHAT_COMPLETIONS, usage) == base
+    # one entry answers a plain and a streamed request
+    streamed = usage | {"stream": True}
+    assert cache_key("a", Endpoint.CHAT_COMPLETIONS, streamed) == base
 
 
 def test_the_routing_headers_that_change_the_answer_change_the_key() -> None:

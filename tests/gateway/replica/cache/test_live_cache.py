@@ -193,7 +193,7 @@ async def _messages(
 
 
 @pytest.mark.parametrize(("model", "letter"), [("claude-haiku-4.5", "e"), ("gpt-4o", "f")])
-async def test_messages_repeats_hit_plain_and_streamed_and_save_their_list_price(
+async def test_messages_repeats_hit_plain_and_streamed_from_one_entry_and_save_their_list_price(
     cached_gateway: RunningGateway, redis_server: RedisProcess, keys: dict[str, str],
     model: str, letter: str,
 ) -> None:
@@ -204,10 +204,10 @@ async def test_messages_repeats_hit_plain_and_streamed_and_save_their_list_price
     before = int(redis_server.command("DBSIZE") or 0)
     first, plain = await _messages(gw, key, body, **ON)
     assert first.status_code == 200 and first.headers["x-costgate-cache"] == "miss", plain
-    streamed = body | {"stream": True}
+    _stored(redis_server, before + 1)
+    streamed = body | {"stream": True}  # one entry answers the stream too
     s_first, events = await _messages(gw, key, streamed, **ON)
-    assert s_first.headers["x-costgate-cache"] == "miss"
-    _stored(redis_server, before + 2)
+    assert s_first.headers["x-costgate-cache"] == "hit"
     second, plain_again = await _messages(gw, key, body, **ON)
     assert second.headers["x-costgate-cache"] == "hit" and plain_again == plain
     assert second.headers["content-type"].startswith("application/json")
@@ -221,8 +221,8 @@ async def test_messages_repeats_hit_plain_and_streamed_and_save_their_list_price
     rows = _rows(gw, app, 4)
     assert all(r.endpoint == "messages" and r.model == model for r in rows)
     assert [(r.cache_hit, r.stream) for r in rows] == [
-        (False, False), (False, True), (True, False), (True, True)]
-    for miss, hit in ((rows[0], rows[2]), (rows[1], rows[3])):
+        (False, False), (True, True), (True, False), (True, True)]
+    for miss, hit in ((rows[0], rows[1]), (rows[0], rows[2]), (rows[0], rows[3])):
         assert hit.status == "ok" and hit.attempts == 0 and hit.actual_cost_usd == 0
         assert hit.list_cost_usd == miss.list_cost_usd > 0
         assert (hit.prompt_tokens, hit.completion_tokens) == (miss.prompt_tokens,

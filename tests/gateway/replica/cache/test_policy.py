@@ -37,3 +37,19 @@ def test_bad_headers_are_the_clients_400(headers: dict[str, str]) -> None:
     with pytest.raises(OpenAIError) as err:
         decide(headers, OPTS, "m")
     assert err.value.status == 400 and err.value.code == "invalid_header"
+
+
+@pytest.mark.parametrize(
+    ("value", "ttl"),
+    [("9" * 400, 2**31), ("9" * 5000, 2**31), ("99999999999999999", 2**31), ("0007", 7)],
+)
+def test_a_max_age_of_any_length_is_bounded_at_2_to_the_31(value: str, ttl: float) -> None:
+    d = decide({"x-costgate-cache": "on", "cache-control": f"max-age={value}"}, OPTS, "m")
+    assert d.ttl_s == ttl and d.max_age_s == ttl
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "1\u00b2", "-5", "1.5", ""])
+def test_a_max_age_that_is_no_ascii_number_is_the_clients_400(value: str) -> None:
+    with pytest.raises(OpenAIError) as err:
+        decide({"x-costgate-cache": "on", "cache-control": f"max-age={value}"}, OPTS, "m")
+    assert err.value.status == 400

@@ -88,7 +88,8 @@ def test_responses_refuse_bad_fields_with_their_param(body, param):
 
 def test_estimates_read_prompts_inputs_and_response_items():
     assert prompt_messages("hi") == [{"role": "user", "content": "hi"}]
-    assert prompt_messages([[1, 2]]) is None  # token ids are no text to count
+    # token ids: each counts as at least one token
+    assert prompt_messages([[1, 2]]) == [{"role": "user", "content": [1, 2]}]
     msgs = responses_messages({"instructions": "Be brief.", "input": [
         {"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
         {"type": "function_call_output", "call_id": "c", "output": "42"}]})

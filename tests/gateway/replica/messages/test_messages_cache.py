@@ -83,9 +83,16 @@ def test_a_streamed_repeat_is_replayed_event_by_event(gw: Any, sim: Any, model: 
     miss, hit = gw.wait_records(2)
     assert hit.cache_hit and hit.stream and hit.actual_cost_usd == 0
     assert hit.list_cost_usd == miss.list_cost_usd > 0
-    # a stream's entry does not answer the same request made plain (another key)
-    plain, _ = _send(gw, body | {"stream": False}, **ON)
-    assert plain.headers["x-costgate-cache"] == "miss"
+    # the stream's entry answers the same request made plain: the message assembled
+    plain, content = _send(gw, body | {"stream": False}, **ON)
+    assert plain.headers["x-costgate-cache"] == "hit"
+    assert plain.headers["content-type"].startswith("application/json")
+    message = json.loads(content)
+    streamed = "".join(e["delta"].get("text", "") for name, e in events
+                       if name == "content_block_delta")
+    assert message["type"] == "message" and message["model"] == model
+    assert message["content"][0]["text"] == streamed and streamed
+    assert _sim_requests(sim, model) == calls
 
 
 def test_messages_follow_the_chat_key_rules(gw: Any, sim: Any) -> None:

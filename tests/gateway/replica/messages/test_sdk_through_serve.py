@@ -205,3 +205,10 @@ def test_a_streamed_response_with_a_tool_call_routed_to_native_gemini(gateway, s
     assert (row["prompt_tokens"], row["completion_tokens"]) == (
         final.usage.input_tokens, final.usage.output_tokens)
     assert_priced_by_class(gateway, row)
+
+
+def test_the_sdks_count_tokens_through_serve(gateway, sim):
+    counted = claude(gateway).messages.count_tokens(
+        model="claude-sonnet-4.5", system=LONG_SYSTEM, tools=TOOLS,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+    assert counted.input_tokens > 1000  # the long system prompt is in it

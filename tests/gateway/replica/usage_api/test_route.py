@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from db.analytics.usage_queries import COMPLETION_ENDPOINTS
+from db.analytics.usage_columns import COMPLETION_ENDPOINTS
 
 pytestmark = pytest.mark.ray
 

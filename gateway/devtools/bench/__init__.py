@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from gateway.devtools.bench.profile import CATEGORIES, Meter, add
 from gateway.devtools.bench_stats import Sample, TargetSummary, summarize
 from gateway.domain.config import Config
 
@@ -59,6 +60,9 @@ class Target:
     # the gateway's response cache: None (as configured), "off", "miss" (on, every prompt
     # new: a 0% hit rate, what the lookup and the store cost) or "hit" (on, one prompt)
     cache: str | None = None
+    # headers of its own on every request (the `attributed` target: an end user, a
+    # session and tags, whose cost against a plain request the bench shows)
+    headers: tuple[tuple[str, str], ...] = ()
 
     @property
     def url(self) -> str:
@@ -168,6 +172,7 @@ def _headers(target: Target) -> dict[str, str]:
         headers["x-costgate-cache"] = "off" if target.cache == "off" else "on"
     if target.api_key:
         headers["authorization"] = f"Bearer {target.api_key}"
+    headers.update(target.headers)
     return headers
 
 
@@ -245,12 +250,17 @@ def _session(load: Load) -> aiohttp.ClientSession:
                                  timeout=aiohttp.ClientTimeout(total=load.timeout_s))
 
 
-async def run_bench(targets: list[Target], load: Load) -> list[TargetSummary]:
-    """Warm each target up, then run `load` on each in turns; one summary per target."""
+async def run_bench(targets: list[Target], load: Load,
+                    meter: Meter | None = None) -> list[TargetSummary]:
+    """Warm each target up, then run `load` on each in turns; one summary per target.
+
+    With a `meter` (`--profile`), the CPU of every process category is read around each
+    turn and summed per target (gateway.devtools.bench.profile)."""
     sessions = {t.name: _session(load) for t in targets}
     samples: dict[str, list[Sample]] = {t.name: [] for t in targets}
     elapsed = dict.fromkeys(samples, 0.0)
     cpu = dict.fromkeys(samples, 0.0)
+    spent = {t.name: dict.fromkeys(CATEGORIES, 0.0) for t in targets}
     try:
         for t in targets:
             if load.warmup:
@@ -259,14 +269,18 @@ async def run_bench(targets: list[Target], load: Load) -> list[TargetSummary]:
         for r in range(rounds):
             share = load.requests // rounds + (1 if r < load.requests % rounds else 0)
             for t in targets:
+                before = await asyncio.to_thread(meter) if meter else None
                 cpu_before = time.process_time()
                 got, took = await _drive(sessions[t.name], t, load, share,
                                          load.duration_s / rounds)
                 cpu[t.name] += time.process_time() - cpu_before
+                if meter and before is not None:
+                    add(spent[t.name], before, await asyncio.to_thread(meter))
                 samples[t.name].extend(got)
                 elapsed[t.name] += took
     finally:
         for session in sessions.values():
             await session.close()
-    return [summarize(t.name, t.url, t.model, samples[t.name], elapsed[t.name], cpu[t.name])
+    return [summarize(t.name, t.url, t.model, samples[t.name], elapsed[t.name], cpu[t.name],
+                      process_cpu_s=spent[t.name] if meter else None)
             for t in targets]

@@ -1,4 +1,4 @@
-"""`costgate up`, `down`, `join`, `leave`, `scale`, `status`, `serve-config` and `demo`."""
+"""`costgate down`, `join`, `leave`, `scale`, `status`, `serve-config` and `demo`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +16,6 @@ from gateway.domain.environment import environment
 
 
 def register(sub: Any) -> None:
-    up = sub.add_parser("up", help="start Ray (if needed), deploy the gateway, wait until ready")
-    add_config_option(up)
-    up.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for ready")
-    up.add_argument(
-        "--foreground",
-        action="store_true",
-        help="stay in the foreground; on SIGTERM or Ctrl-C do what `down` does (containers)",
-    )
-    up.set_defaults(func=cmd_up)
-
     down = sub.add_parser("down", help="stop the gateway and the Ray head that `up` started")
     add_config_option(down)
     down.add_argument(
@@ -108,88 +97,15 @@ def _state_dir() -> Path:
     return state_dir()
 
 
-def cmd_up(args: argparse.Namespace) -> int:
-    import sqlalchemy.exc
+def _cache_line(cfg: Any) -> str:
+    """The response cache's backend and whether replicas share it: `up` always gives the
+    replicas the ledger's database (embedded or DATABASE_URL), so without Redis it is the
+    shared table."""
+    from gateway.replica.cache.backends import describe_backend
 
-    from db.engine import database_url
-    from db.migrate import head_revision, migrated_database_url
-    from db.price_sync import sync_prices
-    from gateway.control.cluster import (
-        ClusterError,
-        ClusterPaths,
-        dashboard_url,
-        deploy,
-        gateway_url,
-        start_head,
-        token_location,
-        wait_ready,
-    )
-    from gateway.control.control_key import ensure_control_key
-    from gateway.control.serve_admin import ServeAdmin
-
-    cfg, path = _load(args)
-    t0 = time.monotonic()
-    state = _state_dir()
-    url = database_url()
-    migrated = state / MIGRATED_FILE
-    try:
-        url = migrated_database_url()
-        migrated.parent.mkdir(parents=True, exist_ok=True)
-        migrated.write_text(f"{head_revision()}\n")
-        sync_prices(url, cfg)
-        # before the replicas start: their first key load then already holds it
-        admin_key_file = ensure_control_key(url, state)
-    except sqlalchemy.exc.OperationalError as err:
-        # a redeploy must not wait for the database: replicas keep their keys, spool
-        # their rows and catch up once it is back. A first start has nothing to keep.
-        with ServeAdmin(dashboard_url(cfg)) as admin:
-            running = admin.is_up()
-        if not running:
-            print(f"costgate up: PostgreSQL unreachable ({_reason(err)}); the gateway is "
-                  "not running, so there is nothing to redeploy without it", file=sys.stderr)
-            return 1
-        # code that wants a newer schema would write rows the database then refuses
-        known = migrated.read_text().strip() if migrated.exists() else None
-        if known != head_revision():
-            print(f"costgate up: PostgreSQL unreachable ({_reason(err)}), and this code "
-                  f"needs schema revision {head_revision()} where the database was last "
-                  f"migrated to {known or 'an unknown revision'}: run `costgate up` again "
-                  "once it is back", file=sys.stderr)  # fmt: skip
-            return 1
-        print(f"warning: PostgreSQL unreachable ({_reason(err)}): migrations, price sync "
-              "and the control key skipped; redeploying anyway (replicas spool their rows "
-              "until it is back)", file=sys.stderr)  # fmt: skip
-        admin_key_file = None
-    env = dict(os.environ)
-    env["DATABASE_URL"] = url
-    env["COSTGATE_STATE_DIR"] = str(state)
-    paths = ClusterPaths(state)
-    try:
-        started = start_head(cfg, paths, env)
-        # where the token is, never the token: the Ray dashboard's page asks for it
-        print(
-            f"Ray head {'started' if started else 'already running'} "
-            f"(dashboard {environment().ray_dashboard_url(cfg)}, "
-            f"token: {token_location(paths, env)})"
-        )
-        deploy(cfg, config_path=path, state_dir=state)
-        wait_ready(cfg, timeout_s=args.timeout)
-    except ClusterError as err:
-        print(f"costgate up: {err}", file=sys.stderr)
-        return 1
-    print(f"gateway ready at {gateway_url(cfg)}/v1 in {time.monotonic() - t0:.1f} s", flush=True)
-    if admin_key_file is not None:
-        print(f"the control plane's admin key is in {admin_key_file} (mode 600)", flush=True)
-    if args.foreground:
-        _wait_for_stop_signal()
-        print("stopping", flush=True)
-        args.keep_db = False
-        return cmd_down(args)
-    return 0
-
-
-# the schema revision the last successful `up` migrated to, in the state dir
-MIGRATED_FILE = "schema_revision"
+    name, shared = describe_backend(cfg.cache.redis_url, database=True)
+    return (f"response cache: {name}, "
+            f"{'shared by every replica and node' if shared else 'one per replica'}")
 
 
 def _reason(err: Exception) -> str:
@@ -224,9 +140,15 @@ def cmd_down(args: argparse.Namespace) -> int:
     if not drained:
         print("replicas still draining when the drain timeout ran out: the rows of their "
               "requests in flight may be lost", file=sys.stderr)  # fmt: skip
+    left: tuple[int, ...] = ()
     if started_by_us(paths) or paths.temp_dir.exists():
-        n = stop_head(paths, DRAINED_HEAD_GRACE_S if drained else HEAD_GRACE_S)
-        print(f"stopped the Ray head ({n} processes)")
+        stopped = stop_head(paths, DRAINED_HEAD_GRACE_S if drained else HEAD_GRACE_S)
+        left = stopped.remaining
+        print(f"stopped the Ray head ({stopped.count - len(left)} processes)")
+        if left:
+            # named by pid, so that an operator can look at them; `down` again retries
+            print("these processes of the Ray head are still running: pids "
+                  f"{', '.join(map(str, left))}", file=sys.stderr)  # fmt: skip
     from gateway.control.nodes import node_records, nodes_dir, stop_node
 
     for record in node_records(paths.state_dir):
@@ -235,7 +157,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         (nodes_dir(paths.state_dir) / f"{record['name']}.json").unlink(missing_ok=True)
     if not args.keep_db and environment().database_url is None and stop_embedded():
         print("stopped the embedded PostgreSQL")
-    return 0
+    return 1 if left else 0
 
 
 def cmd_serve_config(args: argparse.Namespace) -> int:
@@ -335,6 +257,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=2))
         return 0
     print(f"{status['app']}: {status['app_status']}, routing version {status['routing_version']}")
+    print(_cache_line(cfg))
     for n in status["nodes"]:
         print(f"node {n['node_id'][:12]} {n['address']} {'alive' if n['alive'] else 'DEAD'}"
               f"{' head' if n['head'] else ''} ingress port {n['ingress_port']}")  # fmt: skip

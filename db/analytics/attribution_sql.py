@@ -1,0 +1,113 @@
+"""The daily rollups by end user, by tag and by session, as text (pure). docs/ROLLUPS.md.
+
+They hold the cube's main measures at customer cardinality, each on its own narrow key,
+so a page or the usage API grouping 100,000 end users over a month reads one index range
+of one table and never the raw rows:
+
+| table | one row per | key |
+| --- | --- | --- |
+| `usage_rollup_user_daily` | UTC day × app × team × end user × endpoint | rows with an end user |
+| `usage_rollup_tag_daily` | UTC day × app × team × tag × value × endpoint | one per tag |
+| `usage_rollup_session_daily` | UTC day × app × team × end user × session | rows with a session |
+
+A row with three tags adds to three tag groups: sums over one tag key are exact, sums
+across tag keys count a request once per key (as every tag report does).
+
+The measure expressions are the cube's own (`db.analytics.rollup_sql` passes them in),
+so a sum here and there of the same rows agree to the last digit.
+"""
+
+from __future__ import annotations
+
+USER_TABLE = "usage_rollup_user_daily"
+TAG_TABLE = "usage_rollup_tag_daily"
+SESSION_TABLE = "usage_rollup_session_daily"
+# one row per end user, day and kind (completions or embeddings, as the usage API splits
+# them): the costliest end users of a day are the first entries of one index range, with
+# nothing to regroup (the usage API's by-user page, docs/ROLLUPS.md)
+USER_KIND_TABLE = "usage_rollup_user_kind_daily"
+
+# table -> (its dimensions in key order, the row filter, an optional lateral join)
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    # endpoint last: the usage API's completions and embeddings each cover some endpoints
+    # only, and a key prefix without it still serves the budget and erasure look-ups
+    USER_TABLE: ("app", "team", "end_user", "endpoint"),
+    TAG_TABLE: ("app", "team", "tag_key", "tag_value", "endpoint"),
+    SESSION_TABLE: ("app", "team", "end_user", "session_id"),
+    USER_KIND_TABLE: ("kind", "end_user"),
+}
+NOT_NULL: dict[str, frozenset[str]] = {
+    USER_TABLE: frozenset({"app", "end_user"}),
+    TAG_TABLE: frozenset({"app", "tag_key", "tag_value"}),
+    SESSION_TABLE: frozenset({"app", "session_id"}),  # a session without an end user too
+    USER_KIND_TABLE: frozenset({"kind", "end_user"}),
+}
+_SOURCES: dict[str, tuple[str, str]] = {
+    USER_TABLE: ("", "r.end_user IS NOT NULL"),
+    TAG_TABLE: (
+        # a JSON null or array carries no tag (and must not fail the writer's batch)
+        " CROSS JOIN LATERAL jsonb_each_text(CASE WHEN jsonb_typeof(r.tags) = 'object'"
+        " THEN r.tags END) AS tg(tag_key, tag_value)",
+        "r.tags IS NOT NULL",
+    ),  # fmt: skip
+    SESSION_TABLE: ("", "r.session_id IS NOT NULL"),
+    USER_KIND_TABLE: ("", "r.end_user IS NOT NULL"),
+}
+_EXPRESSIONS = {
+    "tag_key": "tg.tag_key",
+    "tag_value": "tg.tag_value",
+    "kind": "CASE WHEN r.endpoint = 'embeddings' THEN 'embeddings' ELSE 'completions' END",
+}
+# the order a day's end users are ranked in (the usage API's results), and its index
+COSTLIEST = ("actual_cost_usd DESC NULLS LAST", "requests DESC", "end_user")
+RANK_INDEX = f"ix_{USER_KIND_TABLE}_rank"
+
+# the cube's measures kept here (a subset: the ones cost per customer needs)
+COUNT_NAMES = (
+    "requests",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "completion_tokens",
+    "unknown_cost_requests",
+    "cache_hit_requests",
+)
+MONEY_NAMES = ("actual_cost_usd", "list_cost_usd", "savings_usd")
+TABLES = tuple(DIMENSIONS)
+
+
+def key(table: str) -> tuple[str, ...]:
+    return ("bucket", *DIMENSIONS[table])
+
+
+def fold_sql(table: str, source: str, counts: dict[str, str], money: dict[str, str]) -> str:
+    """Add the rows of `source` to `table`'s days, groups in key order (no deadlock between
+    two writers folding overlapping batches). `counts`/`money`: the cube's expressions."""
+    join, where = _SOURCES[table]
+    dims = DIMENSIONS[table]
+    positions = ", ".join(str(i) for i in range(1, len(dims) + 2))
+    select = ["date_trunc('day', r.started_at, 'UTC') AS bucket"]
+    select += [f"{_EXPRESSIONS.get(d, 'r.' + d)} AS {d}" for d in dims]
+    select += [f"coalesce(sum({counts[c]}), 0) AS {c}" for c in COUNT_NAMES]
+    select += [f"sum({money[m]}) AS {m}" for m in MONEY_NAMES]
+    updates = [f"{c} = t.{c} + excluded.{c}" for c in COUNT_NAMES]
+    updates += [
+        f"{m} = CASE WHEN t.{m} IS NULL THEN excluded.{m} WHEN excluded.{m} IS NULL"
+        f" THEN t.{m} ELSE t.{m} + excluded.{m} END"
+        for m in MONEY_NAMES
+    ]
+    columns = (*key(table), *COUNT_NAMES, *MONEY_NAMES)
+    return (
+        f"INSERT INTO {table} AS t ({', '.join(columns)})\n"
+        f"SELECT {', '.join(select)}\n"
+        f"FROM {source} r{join}\nWHERE {where}\n"
+        f"GROUP BY {positions} ORDER BY {positions}\n"
+        f"ON CONFLICT ({', '.join(key(table))}) DO UPDATE SET {', '.join(updates)}"
+    )
+
+
+def rank_index_sql() -> str:
+    """The index that lists a day's end users of one kind, costliest first."""
+    return (
+        f"CREATE INDEX IF NOT EXISTS {RANK_INDEX} ON {USER_KIND_TABLE}"
+        f" (bucket, kind, {', '.join(COSTLIEST)})"
+    )
