@@ -298,18 +298,30 @@ def revoke_key(engine_or_url: Engine | str | None, key_id: str) -> KeyListing:
         return _listing(engine, matches[0].key_id)
 
 
+# every key not revoked, with its hash first
+_ACTIVE_KEYS = (
+    select(ApiKey.key_hash, *_LISTING_COLUMNS)
+    .join(App, ApiKey.app_id == App.id)
+    .outerjoin(Team, App.team_id == Team.id)
+    .where(ApiKey.revoked_at.is_(None))
+)
+
+
 def load_active_keys(engine_or_url: Engine | str | None = None) -> dict[str, KeyInfo]:
     """hash -> who the key belongs to and its scope, for every key not revoked (the
     gateway's auth table). Expired keys are in it: the gateway tells their holders so."""
-    query = (
-        select(ApiKey.key_hash, *_LISTING_COLUMNS)
-        .join(App, ApiKey.app_id == App.id)
-        .outerjoin(Team, App.team_id == Team.id)
-        .where(ApiKey.revoked_at.is_(None))
-    )
     with engine_scope(engine_or_url) as engine, engine.connect() as conn:
-        rows = conn.execute(query).all()
+        rows = conn.execute(_ACTIVE_KEYS).all()
     return {row[0]: _as_info(_as_listing(row[1:])) for row in rows}
+
+
+def load_active_key(engine_or_url: Engine | str | None, key_hash: str) -> KeyInfo | None:
+    """The one active key with this hash, if any: a replica's check of a key it has not
+    seen yet (one indexed row, where a reload of the whole set reads every key)."""
+    query = _ACTIVE_KEYS.where(ApiKey.key_hash == key_hash)
+    with engine_scope(engine_or_url) as engine, engine.connect() as conn:
+        row = conn.execute(query).first()
+    return None if row is None else _as_info(_as_listing(row[1:]))
 
 
 def _as_info(k: KeyListing) -> KeyInfo:

@@ -195,10 +195,10 @@ class Gateway:
     def _start_key_refresh(self, database_url: str, state_dir: str) -> None:
         from db.engine import make_engine
         from db.key_cache import KEY_CACHE_FILE, KeyCache
-        from db.keys import load_active_keys
+        from db.keys import load_active_key, load_active_keys
         from gateway.replica.auth import REFRESH_S, Caller
 
-        # two: the periodic refresh and a reload for a key not seen yet may overlap, and
+        # two: the periodic refresh and the lookup of a key not seen yet may overlap, and
         # one would wait for the other's connection past MISS_RELOAD_WAIT_S
         engine = make_engine(database_url, pool_size=2, max_overflow=0)
         cache = KeyCache(Path(state_dir) / KEY_CACHE_FILE)
@@ -223,7 +223,11 @@ class Gateway:
             loaded_at = started
             return {digest: Caller.of_key(key) for digest, key in keys.items()}
 
-        self.service.keys.start_refresh(load, every_s=REFRESH_S)
+        def load_one(digest: str) -> Caller | None:
+            info = load_active_key(engine, digest)
+            return None if info is None else Caller.of_key(info)
+
+        self.service.keys.start_refresh(load, every_s=REFRESH_S, load_one=load_one)
 
     def _use_object_store(self, database_url: str) -> None:
         """Provider objects' owners in PostgreSQL (`gateway.replica.objects`)."""

@@ -13,6 +13,7 @@ from db.keys import (
     create_key,
     hash_key,
     list_keys,
+    load_active_key,
     load_active_keys,
     revoke_key,
 )
@@ -52,6 +53,18 @@ def test_revoked_key_no_longer_authenticates_but_is_still_listed(ledger_engine: 
     assert hash_key(key) not in active and hash_key(other) in active
     assert len(list_keys(ledger_engine)) == 2
     assert len(list_keys(ledger_engine, include_revoked=False)) == 1
+
+
+def test_one_key_is_loaded_by_its_hash_as_in_the_whole_set_and_not_once_revoked(
+    ledger_engine: Engine,
+) -> None:
+    key, created = create_key(ledger_engine, "search", team="web", max_n=2)
+    assert load_active_key(ledger_engine, hash_key(key)) == load_active_keys(ledger_engine)[
+        hash_key(key)
+    ]
+    assert load_active_key(ledger_engine, hash_key("cg-never-made")) is None
+    revoke_key(ledger_engine, str(created.key_id))
+    assert load_active_key(ledger_engine, hash_key(key)) is None
 
 
 def test_revoking_an_unknown_id_says_so(ledger_engine: Engine) -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import random
 import re
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,10 +31,41 @@ DEAR, CHEAP = "gpt-4.1", "deepseek-v3.2"
 USERS, REQUESTS = 200, 2_000
 
 
-def _send(gw: RoutingGateway, i: int) -> tuple[str, str, str]:
+class _Clients:
+    """One keep-alive client per sending thread: a new connection per request cost this
+    test (4,000 requests) over a minute of a busy machine's CPU."""
+
+    def __init__(self, base_url: str) -> None:
+        self._base_url = base_url
+        self._local = threading.local()
+        self._all: list[httpx.Client] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> httpx.Client:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = httpx.Client(base_url=self._base_url, timeout=60)
+            self._local.client = client
+            with self._lock:
+                self._all.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self._all:
+            client.close()
+
+
+@pytest.fixture
+def clients(routing_gateway: RoutingGateway) -> Iterator[_Clients]:
+    pool = _Clients(routing_gateway.base_url)
+    yield pool
+    pool.close()
+
+
+def _send(clients: _Clients, i: int) -> tuple[str, str, str]:
     body = {"model": "auto", "max_tokens": 8, "user": f"user-{i % USERS}",
             "messages": [{"role": "user", "content": f"question {i}"}]}  # fmt: skip
-    r = httpx.post(f"{gw.base_url}/v1/chat/completions", json=body, timeout=60)
+    r = clients.get().post("/v1/chat/completions", json=body)
     assert r.status_code == 200, r.text
     return r.headers["x-costgate-request-id"], r.headers["x-costgate-model"], f"user-{i % USERS}"
 
@@ -65,15 +98,14 @@ def _variants_per_user(gw: RoutingGateway, experiment: str) -> dict[str, int]:
     return {r[0]: int(r[1]) for r in rows}
 
 
-def _rate(gw: RoutingGateway, answered: list[tuple[str, str, str]], quality: dict[str, float]
+def _rate(clients: _Clients, answered: list[tuple[str, str, str]], quality: dict[str, float]
           ) -> None:  # fmt: skip
     rng = random.Random(28)
     verdicts = [(rid, "up" if rng.random() < quality[model] else "down")
                 for rid, model, _ in answered]  # fmt: skip
 
     def post(item: tuple[str, str]) -> int:
-        r = httpx.post(f"{gw.base_url}/v1/feedback", timeout=60,
-                       json={"request_id": item[0], "thumbs": item[1]})  # fmt: skip
+        r = clients.get().post("/v1/feedback", json={"request_id": item[0], "thumbs": item[1]})
         return r.status_code
 
     with ThreadPoolExecutor(8) as pool:
@@ -81,7 +113,7 @@ def _rate(gw: RoutingGateway, answered: list[tuple[str, str, str]], quality: dic
 
 
 def test_an_experiment_splits_users_reports_cost_and_quality_and_promotes_live(
-    routing_gateway: RoutingGateway, sim: Any
+    routing_gateway: RoutingGateway, sim: Any, clients: _Clients
 ) -> None:
     gw = routing_gateway
     upstream = {m: gw.cfg.model(m).upstream_model for m in (DEAR, CHEAP)}  # type: ignore[union-attr]
@@ -97,7 +129,7 @@ def test_an_experiment_splits_users_reports_cost_and_quality_and_promotes_live(
     assert started.returncode == 0, started.stderr
 
     with ThreadPoolExecutor(8) as pool:
-        answered = list(pool.map(lambda i: _send(gw, i), range(REQUESTS)))
+        answered = list(pool.map(lambda i: _send(clients, i), range(REQUESTS)))
     assert _wait_rows(gw, name, REQUESTS) == REQUESTS
     per_user = _variants_per_user(gw, name)
     assert len(per_user) == USERS and set(per_user.values()) == {1}
@@ -106,7 +138,7 @@ def test_an_experiment_splits_users_reports_cost_and_quality_and_promotes_live(
         models_by_user.setdefault(user, set()).add(model)
     assert all(len(m) == 1 for m in models_by_user.values())  # one variant's model each
 
-    _rate(gw, answered, quality)
+    _rate(clients, answered, quality)
     shown = gw.cli("experiments", "show", name, "--json", *config)
     assert shown.returncode == 0, shown.stderr
     by = {v["variant"]: v for v in json.loads(shown.stdout)["variants"]}
