@@ -116,7 +116,10 @@ def settle(page: Page) -> None:
 
 def sign_in(page: Page, url: str, name: str, password: str, lands_on: str = "Overview") -> None:
     page.goto(url)
-    page.get_by_role("textbox", name="Name").fill(name)
+    name_box = page.get_by_role("textbox", name="Name")
+    # the first script run of a page: over 30 s once on a CI machine busy with two stacks
+    expect(name_box).to_be_visible(timeout=90_000)
+    name_box.fill(name)
     page.get_by_role("textbox", name="Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name=lands_on)).to_be_visible(timeout=120_000)

@@ -56,10 +56,11 @@ def test_down_then_up_five_times_under_one_config_every_up_starts(
     block = claim_block()
     try:
         with scratch_database(database_url, "costgate_updown") as ledger_url:
-            # one replica: what `down` must wait for is Ray's own processes, and each of
-            # the ten starts and stops costs the suite its replicas' start-up
+            # one replica and no drain: what `down` must wait for is Ray's own processes
+            # (no request is in flight here), and each of the ten starts and stops costs
+            # the suite its replicas' start-up and drain
             config = gateway_config(Path(sim_server.config_path), tmp_path / "costgate.yaml",
-                                    block, num_replicas=1)  # fmt: skip
+                                    block, num_replicas=1, drain_period_s=0)  # fmt: skip
             cfg = load_config(config)
             state = tmp_path / "state"
             env = {k: v for k, v in os.environ.items()
