@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from gateway.control.serve_config import serve_config
+from gateway.control.serve_config import serve_config, serve_shutdown_env
 from gateway.domain.config import Config
 
 CONFIG_DIR = "/etc/costgate"
@@ -175,6 +175,8 @@ def rayservice(
     workers: tuple[int, int, int],
 ) -> dict[str, Any]:
     env = _secret_env(cfg) + _ray_auth_env()
+    # Serve's controller waits for the replicas' drain and flush when it shuts down
+    env += [{"name": k, "value": v} for k, v in serve_shutdown_env(cfg).items()]
     ray = cfg.gateway.ray
     claim = f"{name}-spool"
     # Serve's graceful shutdown covers the longest stream; the pod gets that and a margin

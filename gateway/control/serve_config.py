@@ -141,7 +141,18 @@ RAY_BACKGROUND_ENV = {
 RAY_BACKGROUND_FLAGS = ("--include-log-monitor=false",)
 
 
+def serve_shutdown_env(cfg: Config) -> dict[str, str]:
+    """How long Serve's controller waits for the replicas when Serve shuts down (`costgate
+    down`). Its default, 30 s per tier of deployments, is no more than Serve's own 30 s
+    drain behind HAProxy: it then "force advanced" past replicas that had just drained and
+    were flushing their ledger, and exited, which killed them (rows of answered requests
+    lost under load: the chaos `down` scenario in CI). Their drain and then their own
+    graceful shutdown timeout bound it instead, as they bound a replica's shutdown."""
+    tier_s = cfg.gateway.drain_period_s + cfg.gateway.graceful_shutdown_timeout_s
+    return {"RAY_SERVE_SHUTDOWN_TIER_TIMEOUT_S": f"{tier_s:g}"}
+
+
 def ray_node_env(cfg: Config) -> dict[str, str]:
     """What every Ray process of a node gets in its environment from `up` or `join`."""
-    return {**RAY_BACKGROUND_ENV, **serve_ingress_env(cfg)}
+    return {**RAY_BACKGROUND_ENV, **serve_ingress_env(cfg), **serve_shutdown_env(cfg)}
 

@@ -104,3 +104,17 @@ def test_a_replica_shutting_down_behind_haproxy_is_held_for_the_configured_drain
     data["gateway"]["drain_period_s"] = 12.5
     assert serve_ingress_env(parse_config(data))[
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "12.5"
+
+
+def test_serves_shutdown_waits_for_a_replicas_drain_and_its_graceful_shutdown():
+    """Serve's controller force-stopped replicas after 30 s, their drain's length: the
+    ledger's last flush was cut."""
+    from gateway.control.serve_config import ray_node_env
+
+    data = load_config(default_config_path()).model_dump(mode="json")
+    data["gateway"]["drain_period_s"] = 30
+    data["gateway"]["graceful_shutdown_timeout_s"] = 60
+    for ingress in ("haproxy", "proxy"):
+        data["gateway"]["ingress"] = ingress
+        env = ray_node_env(parse_config(data))
+        assert env["RAY_SERVE_SHUTDOWN_TIER_TIMEOUT_S"] == "90"
