@@ -29,7 +29,7 @@ from gateway.replica.key_scope import UNSCOPED, KeyScope
 log = logging.getLogger("costgate.auth")
 
 ANONYMOUS_APP = "anonymous"
-MISS_RELOAD_WAIT_S = 5.0
+MISS_LOOKUP_WAIT_S = 5.0
 # A key this replica has not seen is looked up on its own (one indexed row), so that a key
 # created a moment ago works at once, whatever other new or wrong keys came just before
 # (a whole-set reload at most every 2 s refused it for up to 2 s: seen in the suite). A
@@ -184,7 +184,7 @@ class KeyRing:
 
     async def _check_unseen(self, digest: str) -> Caller | None:
         """The key with this hash from the database, or None (absent, or not known in
-        MISS_LOOKUPS_PER_S's budget or MISS_RELOAD_WAIT_S). Concurrent misses of one hash
+        MISS_LOOKUPS_PER_S's budget or MISS_LOOKUP_WAIT_S). Concurrent misses of one hash
         share one query."""
         now = time.monotonic()
         if self._absent.get(digest, 0.0) > now:
@@ -198,7 +198,7 @@ class KeyRing:
             task.add_done_callback(lambda _: self._checking.pop(digest, None))
         # a database outage must not hold requests: give up quickly, keep the set
         try:
-            return await asyncio.wait_for(asyncio.shield(task), timeout=MISS_RELOAD_WAIT_S)
+            return await asyncio.wait_for(asyncio.shield(task), timeout=MISS_LOOKUP_WAIT_S)
         except Exception:  # noqa: BLE001 - away or slow: the key is refused like a wrong one
             return None
 

@@ -199,7 +199,7 @@ class Gateway:
         from gateway.replica.auth import REFRESH_S, Caller
 
         # two: the periodic refresh and the lookup of a key not seen yet may overlap, and
-        # one would wait for the other's connection past MISS_RELOAD_WAIT_S
+        # one would wait for the other's connection past MISS_LOOKUP_WAIT_S
         engine = make_engine(database_url, pool_size=2, max_overflow=0)
         cache = KeyCache(Path(state_dir) / KEY_CACHE_FILE)
         loaded_at: float | None = None  # Unix time of this replica's last load
