@@ -14,14 +14,12 @@ JSON array). JSON without indentation has no raw newline, so the first one ends 
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
+from gateway.domain import json_codec
 from gateway.domain.pricing import TokenUsage
 from gateway.domain.usage_record import UsageSource
 
-# one encoder for every entry: json.dumps with options builds a new one per call
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(TokenUsage))
 
 
@@ -39,16 +37,16 @@ class CacheEntry:
         usage = None if u is None else {name: getattr(u, name) for name in _USAGE_FIELDS}
         head: list[Any] = [self.model, self.stored_at, self.usage_source.value, usage]
         if self.body is not None:
-            return _ENCODE(head).encode() + b"\n" + self.body
-        return _ENCODE(head + ["chunks"]).encode() + b"\n" + _ENCODE(list(self.chunks or ())
-                                                                      ).encode()
+            return json_codec.dumps(head) + b"\n" + self.body
+        return json_codec.dumps(head + ["chunks"]) + b"\n" + json_codec.dumps(
+            list(self.chunks or ()))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> CacheEntry:
         line, sep, rest = data.partition(b"\n")
         if not sep:
             raise ValueError("not a cache entry")
-        head = json.loads(line)
+        head = json_codec.loads(line)
         model, stored_at, source, usage = head[:4]
         streamed = head[4:] == ["chunks"]
         return cls(
@@ -57,5 +55,5 @@ class CacheEntry:
             usage=None if usage is None else TokenUsage(**usage),
             usage_source=UsageSource(source),
             body=None if streamed else rest,
-            chunks=tuple(json.loads(rest)) if streamed else None,
+            chunks=tuple(json_codec.loads(rest)) if streamed else None,
         )

@@ -9,6 +9,7 @@ reserves nothing on budgets or rate limits (it costs 0 and is recorded as such).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -219,11 +220,18 @@ class CacheTicket:
         self, body: dict[str, Any], sent: bytes | memoryview, accounted: Accounted
     ) -> None:
         """A plain answer (`sent`: its JSON as the response rendered it, stored as it is);
-        a Responses answer its upstream marked failed is not one."""
+        a Responses answer its upstream marked failed is not one. Stored on the event
+        loop's next turn, after the response is written: the entry's bytes and the hand-over
+        (about 50 µs in a replica at concurrency 1) are not on the answer's path."""
         ex = self.ex
         if not self.decision.store or ex.model is None or body.get("status") == "failed":
             return
-        self.cache.store(self, self._entry(accounted, body=bytes(sent)))  # bytes: no copy
+        data = bytes(sent)  # no copy of bytes; a memoryview's buffer may not outlive this
+
+        def store() -> None:
+            self.cache.store(self, self._entry(accounted, body=data))
+
+        asyncio.get_running_loop().call_soon(store)
 
     def tee(self, fmt: ClientFormat) -> ClientFormat:
         """The API's client format, noting each event on its way to the client."""

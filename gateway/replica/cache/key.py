@@ -16,13 +16,17 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from gateway.domain.endpoints import Endpoint
 
-KEY_VERSION = "4"  # bump when what an entry holds changes: old entries then miss
+KEY_VERSION = "5"  # bump when what an entry holds or how the key is made changes
 PREFIX = "costgate:cache:"
 _IGNORED = frozenset({"stream", "stream_options"})
-# built once: json.dumps with options builds an encoder per call, most of a small key's cost
-_CANONICAL = json.JSONEncoder(
+# what orjson cannot write (an integer beyond 64 bits) goes to json: such a body's bytes
+# hold a literal orjson never writes, so the two encodings cannot give one key to two
+# bodies; NaN, which orjson writes as null, is sent upstream as null too (json_codec)
+_STDLIB = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
 ).encode
 
@@ -33,6 +37,16 @@ _CANONICAL = json.JSONEncoder(
 # features that `/v1/messages` passes to a native upstream
 ANSWER_HEADERS = ("x-costgate-model", "x-costgate-priority", "x-costgate-no-fallback",
                   "x-costgate-trim", "anthropic-version", "anthropic-beta")  # fmt: skip
+_ANSWER_SET = frozenset(ANSWER_HEADERS)
+_ANSWER_RAW = frozenset(h.encode() for h in ANSWER_HEADERS)
+
+
+def _canonical(value: Any) -> bytes:
+    # orjson: a third of json's time, on every opted-in request (a miss included)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)
+    except orjson.JSONEncodeError:
+        return _STDLIB(value).encode()
 
 
 def cache_key(
@@ -42,9 +56,20 @@ def cache_key(
         k: v for k, v in body.items() if k not in _IGNORED}
     given: dict[str, str] = {}
     if headers:
+        # one pass over the request's headers, not a scan of them per answer header; the
+        # first of repeated ones counts, as `get` would give it
+        first: dict[str, str] = {}
+        raw: list[tuple[bytes, bytes]] | None = getattr(headers, "raw", None)
+        if raw is not None:  # Starlette's Headers: ASGI's names are lowercase bytes
+            for rname, rvalue in raw:
+                if rname in _ANSWER_RAW and (name := rname.decode()) not in first:
+                    first[name] = rvalue.decode("latin-1")
+        else:
+            for name, value in headers.items():
+                if (name := name.lower()) in _ANSWER_SET and name not in first:
+                    first[name] = value
         for h in ANSWER_HEADERS:
-            value = headers.get(h)
-            if value and (value := value.strip()):
+            if (value := first.get(h, "").strip()):
                 given[h] = value
-    canonical = _CANONICAL([KEY_VERSION, app, endpoint.value, params, given])
-    return PREFIX + hashlib.sha256(canonical.encode()).hexdigest()
+    canonical = _canonical([KEY_VERSION, app, endpoint.value, params, given])
+    return PREFIX + hashlib.sha256(canonical).hexdigest()

@@ -9,6 +9,7 @@ lookup (the answer is still stored, unless `no-store`), `no-store` skips storing
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Mapping
 from enum import StrEnum
@@ -74,7 +75,10 @@ def decide(headers: Mapping[str, str], opts: CacheOptions, requested: str) -> De
     listed = requested in opts.aliases or requested in opts.models
     if asked == "off" or (asked == "" and not listed):
         return OFF
-    no_cache, no_store, max_age = parse_cache_control(headers.get("cache-control"))
+    control = headers.get("cache-control")
+    if control is None:
+        return _plain(opts.ttl_s)  # most requests: one decision per TTL, not one each
+    no_cache, no_store, max_age = parse_cache_control(control)
     ttl = opts.ttl_s if max_age is None else max_age
     lookup = not no_cache and max_age != 0
     return Decision(
@@ -84,3 +88,9 @@ def decide(headers: Mapping[str, str], opts: CacheOptions, requested: str) -> De
         ttl_s=ttl,
         max_age_s=max_age,
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _plain(ttl_s: float) -> Decision:
+    """Opted in, no Cache-Control: look up, and store for the configured TTL."""
+    return Decision(CacheState.MISS, lookup=True, store=ttl_s > 0, ttl_s=ttl_s, max_age_s=None)

@@ -9,11 +9,13 @@ call and serialise every replica's lookups on one process.
 Lookups and stores each have their own connection and their own sender, so a store never
 delays a lookup: what arrives while a round trip is out goes in the next one (the
 lookups as one `key = ANY(...)`, the stores as one INSERT of arrays, after a window of
-`STORE_WINDOW_S` that lets a few gather). Each round trip
-has the deadline `cache.redis_timeout_s`; a failure or a timeout is counted, the
-connection dropped, and the store left alone for `RETRY_AFTER_S`: a request never fails
-for the cache. Expired rows are deleted by every replica now and then, a bounded number
-at a time.
+`STORE_WINDOW_S` that lets a few gather). A lookup has the deadline
+`cache.redis_timeout_s`, since a request waits for it; a store, which nothing waits for,
+at least `STORE_TIMEOUT_S` (under load a replica's event loop alone can hold a round trip
+past 50 ms: with that deadline a tenth of the stores were dropped at concurrency 64). A
+failure or a timeout is counted, the connection dropped, and that side (lookups or
+stores) left alone for `RETRY_AFTER_S`: a request never fails for the cache. Expired rows
+are deleted by every replica now and then, a bounded number at a time.
 
 The LRU in front (`TieredStore`) answers a repeat this replica saw without a round trip;
 what it misses, the table answers, and an entry found there is kept in the LRU for the
@@ -45,11 +47,16 @@ from gateway.replica.cache.key_index import KeyIndex
 log = logging.getLogger("costgate.cache")
 
 PRUNE_EVERY_S = 30.0
-# stores wait this long for others to go with them: at concurrency 1 a replica then makes
-# one INSERT for several answers, not one each (its CPU and the server's are the same
-# cores as the requests'); the replica's own LRU has the entry at once
-STORE_WINDOW_S = 0.02
+# stores wait this long for others to go with them: a replica then makes one INSERT (and
+# every replica hears one notification) for several answers, not one each; its CPU and
+# the server's are the same cores as the requests'. 50 ms against 20: a fifth fewer
+# gateway requests/s lost at concurrency 64 (docs/CACHE.md); the replica's own LRU has
+# the entry at once, the others 50 ms later at most
+STORE_WINDOW_S = 0.05
 PRUNE_ROWS = 5000
+STORE_TIMEOUT_S = 1.0
+# stores waiting for a slow round trip beyond this many are dropped (counted as skipped)
+MAX_PENDING = 4 * MAX_BATCH
 
 
 class _Link:
@@ -58,6 +65,7 @@ class _Link:
     def __init__(self, url: str, timeout_s: float) -> None:
         self.url, self.timeout_s = url, timeout_s
         self.conn: psycopg.AsyncConnection[Any] | None = None
+        self.down_until = 0.0  # after a failure: left alone until then
 
     async def execute(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         async with asyncio.timeout(self.timeout_s):
@@ -82,8 +90,8 @@ class PostgresStore:
     def __init__(self, database_url: str, timeout_s: float) -> None:
         url = libpq_url(database_url)
         self.timeout_s = timeout_s
-        self._reads, self._writes = _Link(url, timeout_s), _Link(url, timeout_s)
-        self._down_until = 0.0
+        self._reads = _Link(url, timeout_s)
+        self._writes = _Link(url, max(timeout_s, STORE_TIMEOUT_S))
         self._gets: list[tuple[str, asyncio.Future[tuple[bytes, float] | None]]] = []
         self._sets: dict[str, tuple[bytes, float]] = {}
         self._reader: asyncio.Task[None] | None = None
@@ -94,15 +102,15 @@ class PostgresStore:
         self.index = KeyIndex()
         self._listener: asyncio.Task[None] | None = None
 
-    def _available(self) -> bool:
-        if time.monotonic() < self._down_until:
+    def _available(self, link: _Link) -> bool:
+        if time.monotonic() < link.down_until:
             self.skipped += 1
             return False
         return True
 
     async def _failed(self, link: _Link, err: BaseException) -> None:
         self.errors += 1
-        self._down_until = time.monotonic() + RETRY_AFTER_S
+        link.down_until = time.monotonic() + RETRY_AFTER_S
         log.warning("response cache: PostgreSQL unavailable (%s); skipped", type(err).__name__)
         await link.drop()
 
@@ -112,7 +120,7 @@ class PostgresStore:
         if not self.index.may_hold(key):
             self.absent += 1  # no store anywhere announced it: no round trip
             return None
-        if not self._available():
+        if not self._available(self._reads):
             return None
         future: asyncio.Future[tuple[bytes, float] | None] = (
             asyncio.get_running_loop().create_future())
@@ -123,7 +131,10 @@ class PostgresStore:
 
     def put(self, key: str, value: bytes, ttl_s: float) -> None:
         self.listen()
-        if not self._available():
+        if not self._available(self._writes):
+            return
+        if len(self._sets) >= MAX_PENDING and key not in self._sets:
+            self.skipped += 1  # the table is slow: this replica's LRU still has it
             return
         self._sets[key] = (value, float(ttl_s))  # one type for the array: float8
         if self._writer is None:

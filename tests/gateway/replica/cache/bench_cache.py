@@ -74,6 +74,7 @@ def main(argv: list[str]) -> int:
                      "1,64", "--upstream-ms", "0,0", *BENCH, *extra],
                     env=env, timeout=900,
                 )
+                _print_cache_counters(port)
                 return done.returncode
             finally:
                 subprocess.run([*COSTGATE, "down", "--config", str(path)], env=env,
@@ -82,6 +83,17 @@ def main(argv: list[str]) -> int:
         sim.stop()
         redis.stop()
         block.release()
+
+
+def _print_cache_counters(port: int) -> None:
+    """The cache's own counters after the run: errors or skips would mean the bench
+    measured a store that gave up, not one that worked."""
+    import httpx
+
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith(("costgate_cache_", "costgate_response_cache")):
+            print(line)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pytest
 from db.engine import libpq_url
 from gateway.replica.cache.backends import MemoryLRU
 from gateway.replica.cache.key_index import KeyIndex
-from gateway.replica.cache.postgres_store import PostgresStore, TieredStore
+from gateway.replica.cache.postgres_store import MAX_PENDING, PostgresStore, TieredStore
 from tests.fixtures.database import scratch_database
 from tests.fixtures.ports import claim_block
 
@@ -68,12 +68,15 @@ async def test_an_unreachable_store_is_counted_then_skipped_and_never_raises() -
     try:
         url = f"postgresql://postgres@127.0.0.1:{block.port(0)}/postgres"
         store = TieredStore(MemoryLRU(1 << 20), PostgresStore(url, 0.5))
-        assert await store.get("k") is None
-        store.put("k", b"v", 60)  # skipped: the store is left alone for a second
+        assert await store.get("k") is None  # failed: lookups are left alone for a second
+        store.put("k", b"v", 60)  # stores are another side: tried, and failed
+        await store.flush()
+        store.put("k2", b"v2", 60)  # skipped
         assert await store.get("k") == b"v"  # this replica's LRU still answers
+        assert await store.get("k3") is None  # skipped
         await store.flush()
         stats = store.stats()
-        assert stats["errors"] == 1 and stats["skipped"] >= 1 and stats["stored"] == 0
+        assert stats["errors"] == 2 and stats["skipped"] == 2 and stats["stored"] == 0
         await store.aclose()
     finally:
         block.release()
@@ -95,6 +98,43 @@ async def test_a_store_held_by_a_lock_is_a_miss_within_the_deadline(cache_db: st
     assert await again.get("k-locked") == (b"v", pytest.approx(60, abs=5))
     await again.aclose()
     assert _rows(cache_db) >= 1
+
+
+async def test_a_store_slower_than_the_lookups_deadline_still_lands(cache_db: str) -> None:
+    """Nothing waits for a store: under load its round trip may outlast a lookup's
+    deadline (50 ms by default) and must still be made, and lookups carry on meanwhile."""
+    store = PostgresStore(cache_db, 0.1)
+    with psycopg.connect(libpq_url(cache_db), autocommit=True) as watch, \
+            psycopg.connect(libpq_url(cache_db)) as locker:  # fmt: skip
+        locker.execute("LOCK TABLE response_cache IN SHARE MODE")  # reads go, writes wait
+        try:
+            store.put("k-slow", b"v", 60)
+
+            def insert_waits() -> bool:
+                row = watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE '%%INSERT INTO response_cache%%'").fetchone()
+                return bool(row and row[0])
+
+            await _until(insert_waits)
+            await asyncio.sleep(0.3)  # three lookup deadlines: the store still waits
+            assert await store.get("k-other") is None
+        finally:
+            locker.rollback()
+    await store.flush()
+    assert store.stats()["errors"] == 0 and store.stats()["stored"] == 1
+    assert await store.get("k-slow") == (b"v", pytest.approx(60, abs=5))
+    await store.aclose()
+
+
+async def test_stores_waiting_for_their_round_trip_are_bounded(cache_db: str) -> None:
+    store = PostgresStore(cache_db, 0.1)
+    for i in range(MAX_PENDING + 10):  # all before the writer's first round trip
+        store.put(f"k-pending-{i}", b"v", 60)
+    assert store.stats()["skipped"] == 10
+    await store.flush()
+    assert store.stats()["stored"] == MAX_PENDING and store.stats()["errors"] == 0
+    await store.aclose()
 
 
 async def _until(check: Any, timeout_s: float = 10) -> None:
