@@ -12,8 +12,8 @@ lookups as one `key = ANY(...)`, the stores as one INSERT of arrays, after a win
 `STORE_WINDOW_S` that lets a few gather). A lookup has the deadline
 `cache.redis_timeout_s`, since a request waits for it; a store, which nothing waits for,
 at least `STORE_TIMEOUT_S` (under load a replica's event loop alone can hold a round trip
-past 50 ms: with that deadline a tenth of the stores were dropped at concurrency 64). A
-failure or a timeout is counted, the connection dropped, and that side (lookups or
+past 50 ms: with that deadline up to a quarter of the stores were dropped at concurrency
+64). A failure or a timeout is counted, the connection dropped, and that side (lookups or
 stores) left alone for `RETRY_AFTER_S`: a request never fails for the cache. Expired rows
 are deleted by every replica now and then, a bounded number at a time.
 
@@ -49,10 +49,11 @@ log = logging.getLogger("costgate.cache")
 PRUNE_EVERY_S = 30.0
 # stores wait this long for others to go with them: a replica then makes one INSERT (and
 # every replica hears one notification) for several answers, not one each; its CPU and
-# the server's are the same cores as the requests'. 50 ms against 20: a fifth fewer
-# gateway requests/s lost at concurrency 64 (docs/CACHE.md); the replica's own LRU has
-# the entry at once, the others 50 ms later at most
-STORE_WINDOW_S = 0.05
+# the server's are the same cores as the requests'. That per-batch work was most of what
+# a miss cost at concurrency 1: p50 +0.23 to +0.35 ms over the cache off at 50 ms, +0.03
+# to +0.08 at 100 (docs/CACHE.md). This replica's LRU has the entry at once, the other
+# replicas 100 ms later at most
+STORE_WINDOW_S = 0.1
 PRUNE_ROWS = 5000
 STORE_TIMEOUT_S = 1.0
 # stores waiting for a slow round trip beyond this many are dropped (counted as skipped)
