@@ -164,8 +164,11 @@ class PostgresStore:
 
     async def _write(self) -> None:
         try:
-            await asyncio.sleep(STORE_WINDOW_S)
             while self._sets:
+                # before every round trip, not only the first: under load the stores that
+                # came during one would otherwise go at once, a few per INSERT
+                if len(self._sets) < MAX_BATCH:
+                    await asyncio.sleep(STORE_WINDOW_S)
                 batch: list[tuple[str, bytes, float]] = []
                 size = 0
                 for key in list(self._sets):
