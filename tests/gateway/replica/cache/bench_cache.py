@@ -13,6 +13,7 @@ prompt). Everything it started is stopped, by PID, at the end.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -83,6 +84,7 @@ def main(argv: list[str]) -> int:
         sim.stop()
         redis.stop()
         block.release()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _print_cache_counters(port: int) -> None:
