@@ -50,9 +50,9 @@ PRUNE_EVERY_S = 30.0
 # stores wait this long for others to go with them: a replica then makes one INSERT (and
 # every replica hears one notification) for several answers, not one each; its CPU and
 # the server's are the same cores as the requests'. That per-batch work was most of what
-# a miss cost at concurrency 1: p50 +0.23 to +0.35 ms over the cache off at 50 ms, +0.03
-# to +0.08 at 100 (docs/CACHE.md). This replica's LRU has the entry at once, the other
-# replicas 100 ms later at most
+# a miss cost at concurrency 1: p50 +0.23 to +0.35 ms over the cache off at 50 ms, median
+# +0.12 (-0.06 to +0.37, six runs) at 100 (docs/CACHE.md). This replica's LRU has the
+# entry at once, the other replicas 100 ms later at most
 STORE_WINDOW_S = 0.1
 PRUNE_ROWS = 5000
 STORE_TIMEOUT_S = 1.0
