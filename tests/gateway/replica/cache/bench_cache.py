@@ -94,7 +94,7 @@ def _print_cache_counters(port: int) -> None:
 
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     for line in text.splitlines():
-        if line.startswith(("costgate_cache_", "costgate_response_cache")):
+        if line.startswith("costgate_cache_"):
             print(line)
 
 
