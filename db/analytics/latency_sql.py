@@ -55,26 +55,37 @@ def bins_add_function_sql() -> list[str]:
     """`latency_bins_add(a, b)`: the histogram holding both histograms' requests, and
     `latency_bins_dense(bins, requests)`: the histogram of those pairs.
 
-    Histograms are arrays of NBINS counts (mostly zeros: about 800 bytes once TOAST
-    compresses them): adding two is one pass over both in step, no hashing or parsing,
-    which made it about twice as fast as a JSON map of bins here."""
+    Histograms are arrays of NBINS counts, mostly zeros (a group's hour or day of a batch
+    fills a few dozen bins). Both functions touch only the bins that hold requests, in
+    place on PL/pgSQL's expanded array: merging a batch's histogram costs one pass
+    reading `b` and one assignment per non-empty bin, where the SQL they replace
+    (`unnest` both and `array_agg` the sums; a join of every bin with the pairs) built
+    NBINS rows each time: 117 µs against 181 µs per merge and about a tenth of the
+    dense one's time, measured on 800 bins a quarter full (issue 29)."""
     return [
         f"CREATE OR REPLACE FUNCTION {BINS_ADD_FUNCTION}(a bigint[], b bigint[])"
-        " RETURNS bigint[]\nLANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$\n"
-        "  SELECT array_agg(x + y) FROM unnest(a, b) AS u(x, y)\n$$",
+        " RETURNS bigint[]\nLANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$\n"
+        "DECLARE i int := 0; v bigint;\nBEGIN\n"
+        "  FOREACH v IN ARRAY b LOOP\n"
+        "    i := i + 1;\n"
+        "    IF v <> 0 THEN a[i] := a[i] + v; END IF;\n"
+        "  END LOOP;\n"
+        "  RETURN a;\nEND $$",
         f"CREATE OR REPLACE FUNCTION {BINS_DENSE_FUNCTION}(bins int[], requests bigint[])"
-        " RETURNS bigint[]\nLANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$\n"
-        "  SELECT array_agg(coalesce(p.n, 0) ORDER BY i.b)"
-        f" FROM generate_series(0, {NBINS - 1}) AS i(b)"
-        " LEFT JOIN unnest(bins, requests) AS p(b, n) ON p.b = i.b\n$$",
+        " RETURNS bigint[]\nLANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$\n"
+        f"DECLARE h bigint[] := array_fill(0::bigint, ARRAY[{NBINS}]); k int;\nBEGIN\n"
+        "  FOR k IN 1 .. coalesce(cardinality(bins), 0) LOOP\n"
+        "    h[bins[k] + 1] := h[bins[k] + 1] + requests[k];\n"
+        "  END LOOP;\n"
+        "  RETURN h;\nEND $$",
     ]
 
 
 def _histograms(source: str, bucket: str) -> str:
     """One row per bucket × group × metric × bin of the successful rows of `source`."""
     return (
-        f"SELECT {bucket} AS bucket, r.app, r.team, r.model, r.provider, r.endpoint,"
-        f" m.metric, least(floor(ln(1 + m.ms::float8) * {BINS_PER_LN})::int, {NBINS - 1}) AS bin,"
+        f"SELECT {bucket} AS bucket, r.app, r.team, r.model, r.provider, r.endpoint, m.metric,"
+        f" least(floor(ln(1 + m.ms::float8) * {BINS_PER_LN})::int, {NBINS - 1}) AS bin,"
         " count(*) AS bin_requests\n"
         f"FROM {source} r CROSS JOIN LATERAL"
         " (VALUES ('latency', r.latency_ms), ('ttft', r.ttft_ms)) AS m(metric, ms)\n"

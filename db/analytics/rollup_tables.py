@@ -2,7 +2,8 @@
 
 Core tables rather than ORM classes: a rollup row has no identity of its own, and its
 key holds NULLs (a request without a team or an alias), so the key is a unique index
-with NULLS NOT DISTINCT instead of a primary key. Columns come from
+with NULLS NOT DISTINCT instead of a primary key; the usage rollups' is (bucket,
+group_key), the dimensions' digest (`rollup_sql.GROUP_KEY`, migration 0016). Columns come from
 `db.analytics.rollup_sql`, the one definition the trigger's SQL uses as well.
 """
 
@@ -30,6 +31,7 @@ from sqlalchemy.types import TypeEngine
 from db.analytics.rollup_sql import (
     COUNTS,
     DIMENSIONS,
+    GROUP_KEY,
     LATENCY_DIMENSIONS,
     LATENCY_TABLES,
     MONEY,
@@ -38,7 +40,7 @@ from db.analytics.rollup_sql import (
     USAGE_TABLES,
     Grain,
     latency_key,
-    usage_key,
+    usage_conflict_key,
 )
 from db.models import Base
 
@@ -51,6 +53,7 @@ def _usage_table(grain: Grain) -> Table:
         name,
         Base.metadata,
         Column("bucket", DateTime(timezone=True), nullable=False),
+        Column(GROUP_KEY, Uuid(), nullable=False),
         *(
             Column(d, _TYPES[t], nullable=d not in NOT_NULL_DIMENSIONS)
             for d, t in DIMENSIONS.items()
@@ -58,12 +61,7 @@ def _usage_table(grain: Grain) -> Table:
         *(Column(c, BigInteger, nullable=False, server_default=text("0")) for c in COUNTS),
         # unconstrained NUMERIC: a sum of any number of rows stays exact
         *(Column(m, Numeric()) for m in MONEY),
-        Index(
-            f"ux_{name}_key",
-            *usage_key(grain),
-            unique=True,
-            postgresql_nulls_not_distinct=True,
-        ),
+        Index(f"ux_{name}_key", *usage_conflict_key(), unique=True),
     )
 
 

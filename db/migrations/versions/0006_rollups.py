@@ -92,7 +92,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_usage_rollup_state")),
     )
     op.execute(f"INSERT INTO {rollup_sql.STATE_TABLE} (id) VALUES (true)")
-    for statement in (*rollup_sql.function_sql(attribution=False), *rollup_sql.TRIGGERS_SQL):
+    # the functions as of this revision: no attribution rollups, no group keys (0016)
+    functions = rollup_sql.function_sql(attribution=False, keyed=False)
+    for statement in (*functions, *rollup_sql.TRIGGERS_SQL):
         op.execute(statement)
     # the backfill: every existing row, folded by the same SQL the trigger runs
     op.execute(

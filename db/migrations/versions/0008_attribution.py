@@ -60,7 +60,7 @@ def upgrade() -> None:
     for name in attribution_sql.TABLES:
         _rollup(name)
     op.execute(attribution_sql.rank_index_sql())
-    for statement in rollup_sql.function_sql():
+    for statement in rollup_sql.function_sql(keyed=False):
         op.execute(statement)
     op.create_table(
         "end_user_erasures",
@@ -98,7 +98,7 @@ def downgrade() -> None:
     for column in ("user_tpm_limit", "user_rpm_limit", "allowed_tag_keys", "default_tags"):
         op.drop_column("api_keys", column)
     op.drop_table("end_user_erasures")
-    for statement in rollup_sql.function_sql(attribution=False):
+    for statement in rollup_sql.function_sql(attribution=False, keyed=False):
         op.execute(statement)
     for name in reversed(attribution_sql.TABLES):
         op.drop_table(name)

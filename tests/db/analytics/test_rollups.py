@@ -258,7 +258,7 @@ def test_latency_bins_are_the_dashboards() -> None:
 @pytest.mark.parametrize("grain", rollup_sql.GRAINS)
 def test_the_fold_inserts_groups_in_key_order(grain: rollup_sql.Grain) -> None:
     sql = rollup_sql.fold_usage_sql(grain, "new_rows")
-    n = len(rollup_sql.usage_key(grain))
+    n = len(rollup_sql.usage_conflict_key())
     assert f"ORDER BY {', '.join(str(i) for i in range(1, n + 1))}" in sql
 
 
