@@ -33,7 +33,9 @@ from gateway.domain.usage_record import RequestStatus, UsageRecord, UsageSource
 
 # The rows: `realistic`: 4 apps × 3 models × 3 price versions (12 usage groups a batch),
 # latencies spread over two decades (so the histograms hold many bins), end users drawn
-# from 500, a `feature` tag from 20 values, sessions of ten requests. `worst`: every row
+# from 500, a `feature` tag from 20 values, sessions of ten requests, each session one
+# end user's in one app (until issue 29's second pass, the ten requests of a "session"
+# had ten end users and four apps: ten session rollup groups). `worst`: every row
 # a group of its own in every rollup it reaches: a new price version, end user and
 # session per row (and the same spread latencies).
 MODES = ("realistic", "worst")
@@ -57,7 +59,7 @@ def bench_records(n: int, mode: str = "realistic") -> list[UsageRecord]:
                 request_id=uuid.uuid4(),
                 started_at=t0 + dt.timedelta(milliseconds=i),
                 ended_at=t0 + dt.timedelta(milliseconds=i + latency),
-                app=_APPS[i % 4],
+                app=_APPS[(i // 10) % 4],
                 team="bench",
                 key_id=None,
                 requested_model="auto",
@@ -86,7 +88,7 @@ def bench_records(n: int, mode: str = "realistic") -> list[UsageRecord]:
                 list_cost_usd=Decimal("0.0003640000"),
                 baseline_model="gpt-4.1",
                 baseline_cost_usd=Decimal("0.0036000000"),
-                end_user=f"user-{i}" if worst else f"user-{(i * 31) % 500}",
+                end_user=f"user-{i}" if worst else f"user-{(i // 10 * 31) % 500}",
                 session_id=f"session-{i}" if worst else f"session-{i // 10}",
                 tags={"feature": f"feature-{i % 20}"},
             )
@@ -206,14 +208,18 @@ def bench_one(args: argparse.Namespace, mode: str) -> dict[str, Any]:
 
 
 # run in an older tree (its writer, migrations and bench loop) with this tree's rows: its
-# bench module predates the modes, so its record builder is replaced by ours
+# record builder is replaced by ours (`_records` in a bench that predates the modes,
+# `bench_records` since), and a bench with modes is told which one to run (its default
+# runs both, and only the last line is read)
 _OLD_TREE_SCRIPT = """
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("new_ledger_bench", sys.argv[1])
 rows = importlib.util.module_from_spec(spec); spec.loader.exec_module(rows)
 import gateway.devtools.ledger_bench as b
 b._records = lambda n: rows.bench_records(n, sys.argv[2])
-raise SystemExit(b.main(sys.argv[3:]))
+b.bench_records = lambda n, mode=None: rows.bench_records(n, sys.argv[2])
+modes = [f"--mode={sys.argv[2]}"] if hasattr(b, "MODES") else []
+raise SystemExit(b.main([*sys.argv[3:], *modes]))
 """
 
 

@@ -1,9 +1,13 @@
 """The ledger writer's one connection to PostgreSQL: a batch in one transaction, or row by row.
 
-A batch goes as one binary COPY into a temporary table and one
-`INSERT ... SELECT ... ON CONFLICT (request_id, started_at) DO NOTHING`, so a retried batch never
-duplicates a row. The COPY yields to the event loop every hundred rows. How a record
-becomes a row is `gateway.ledger.rows`.
+A batch of fresh rows goes as one binary COPY straight into `usage_records`: its
+statement trigger folds the rollups once, from the COPY's transition table. Should a row
+be there already (a batch retried after a commit whose answer was lost), PostgreSQL
+refuses the COPY whole and the batch goes the idempotent way: one binary COPY into a
+temporary table and one `INSERT ... SELECT ... ON CONFLICT (request_id, started_at) DO
+NOTHING`, which spool replays take from the start. The direct COPY saved about 11 µs
+of the 30 µs a row cost the staged way (5,000-row batches, issue 29). The COPY yields to
+the event loop every hundred rows. How a record becomes a row is `gateway.ledger.rows`.
 
 Kept apart from the writer's buffering, spooling and supervision: this module only says,
 for one batch, which rows the database took, which it refused for what they hold, or that
@@ -26,7 +30,7 @@ from psycopg import sql
 from db.engine import libpq_url
 from db.partitions.sql import ENSURE_SQL
 from gateway.domain.usage_record import UsageRecord
-from gateway.ledger.rows import COLUMNS, COPY_TYPES, record_row
+from gateway.ledger.rows import COLUMNS, COPY_TYPES, TABLE_TYPES, fits_table_types, record_row
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,9 @@ _CREATE_STAGING = sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {s} ({d}) ON COMMIT D
 )
 _COPY = sql.SQL("COPY {s} ({c}) FROM STDIN (FORMAT BINARY)").format(
     s=sql.Identifier(STAGING), c=_COLS
+)
+_COPY_DIRECT = sql.SQL("COPY {t} ({c}) FROM STDIN (FORMAT BINARY)").format(
+    t=sql.Identifier(TABLE), c=_COLS
 )
 # the primary key holds the partition key (db/partitions): a replayed row has the
 # started_at it was first written with, so this still skips it
@@ -96,14 +103,16 @@ class LedgerDatabase:
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._ensured_at = float("-inf")
 
-    async def write(self, records: list[UsageRecord]) -> list[UsageRecord]:
+    async def write(self, records: list[UsageRecord], fresh: bool = True) -> list[UsageRecord]:
         """Commit `records`; return the ones refused for their content (not written).
+        `fresh`: False for rows that may be in the ledger already (a spool replay), which
+        go the staging table's way at once.
 
         Raises TransientDbError when the database could not be asked: no row refused.
         """
         try:
             async with asyncio.timeout(self._write_timeout):
-                await self._copy_merge(records)
+                await self._copy_merge(records, fresh)
             return []
         except _REFUSED_BY_DB as err:
             log.warning("a batch was refused (%s); writing its rows one by one", type(err).__name__)
@@ -152,18 +161,26 @@ class LedgerDatabase:
             # partition takes any row whose week is missing) and the next hour retries
             log.warning("could not create the ledger's partitions ahead: %s", type(err).__name__)
 
-    async def _copy_merge(self, records: list[UsageRecord]) -> None:
+    async def _copy_merge(self, records: list[UsageRecord], fresh: bool) -> None:
         conn = await self._connection()
         await self._ensure_partitions(conn)
+        rows: list[list[Any]] = []
+        direct = fresh
+        for start in range(0, len(records), _ROWS_PER_SLICE):
+            part = [record_row(r) for r in records[start : start + _ROWS_PER_SLICE]]
+            direct = direct and all(fits_table_types(row) for row in part)
+            rows += part
+            await asyncio.sleep(0)  # a request waiting on this loop goes first
+        if direct:
+            try:
+                async with conn.transaction():
+                    await _copy(conn, _COPY_DIRECT, TABLE_TYPES, rows)
+                return
+            except psycopg.errors.UniqueViolation:
+                log.info("a batch holds a row already written; merging it instead")
         async with conn.transaction():
-            cur = conn.cursor()
-            async with cur.copy(_COPY) as copy:
-                copy.set_types(COPY_TYPES)
-                for i, r in enumerate(records, 1):
-                    await copy.write_row(record_row(r))
-                    if i % _ROWS_PER_SLICE == 0:
-                        await asyncio.sleep(0)  # a request waiting on this loop goes first
-            await cur.execute(_MERGE)
+            await _copy(conn, _COPY, COPY_TYPES, rows)
+            await conn.execute(_MERGE)
 
     async def _write_row_by_row(self, records: list[UsageRecord]) -> list[UsageRecord]:
         rejected: list[UsageRecord] = []
@@ -186,3 +203,14 @@ class LedgerDatabase:
             await self.close()
             raise TransientDbError from err
         return rejected
+
+
+async def _copy(
+    conn: psycopg.AsyncConnection[Any], statement: sql.Composed, types: list[str], rows: list[Any]
+) -> None:
+    async with conn.cursor().copy(statement) as copy:
+        copy.set_types(types)
+        for i, row in enumerate(rows, 1):
+            await copy.write_row(row)
+            if i % _ROWS_PER_SLICE == 0:
+                await asyncio.sleep(0)  # a request waiting on this loop goes first

@@ -61,7 +61,21 @@ def _copy_types() -> list[str]:
     ]
 
 
+# the table's own types: a batch COPYs straight into usage_records with them
+TABLE_TYPES = _copy_types()
 # psycopg's binary int4 dumper wraps values past 2^31 silently, while its int8 one raises:
-# integers travel as int8 into the staging table, and the server's range check on the
+# into the staging table integers travel as int8, and the server's range check on the
 # INSERT into the int4 columns rejects what does not fit.
-COPY_TYPES = [("int8" if t == "int4" else t) for t in _copy_types()]
+COPY_TYPES = [("int8" if t == "int4" else t) for t in TABLE_TYPES]
+_INT4 = tuple(i for i, t in enumerate(TABLE_TYPES) if t == "int4")
+_INT4_MIN, _INT4_MAX = -(2**31), 2**31 - 1
+
+
+def fits_table_types(row: list[Any]) -> bool:
+    """Every integer of `row` fits its int4 column, so a binary COPY with TABLE_TYPES
+    cannot wrap one silently (a row that does not fit goes the staging table's way)."""
+    for i in _INT4:
+        v = row[i]
+        if v is not None and not (isinstance(v, int) and _INT4_MIN <= v <= _INT4_MAX):
+            return False
+    return True

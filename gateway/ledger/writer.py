@@ -312,12 +312,13 @@ class RecordWriter:
             await asyncio.sleep(0)  # let the request path run between batches
         return True
 
-    async def _write(self, records: list[UsageRecord]) -> int:
-        """Commit `records`; return how many the database accepted (the rest are rejected)."""
+    async def _write(self, records: list[UsageRecord], fresh: bool = True) -> int:
+        """Commit `records`; return how many the database accepted (the rest are rejected).
+        `fresh`: False for rows that may be in the ledger already (spool replays)."""
         started = self._write_started = time.monotonic()
         self._write_rows = len(records)
         try:
-            rejected = await self._db.write(records)
+            rejected = await self._db.write(records, fresh)
         except TransientDbError:
             self._counts["flush_errors"] += 1
             raise
@@ -348,7 +349,7 @@ class RecordWriter:
         accepted = 0
         if batch.records:
             try:
-                accepted = await self._write(batch.records)
+                accepted = await self._write(batch.records, fresh=False)
             except TransientDbError:
                 return False  # read again from the same offset next time
         if batch.bad:
