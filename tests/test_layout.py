@@ -21,10 +21,14 @@ def _folders() -> list[Path]:
 
 
 def test_no_folder_holds_more_than_15_modules():
+    # the migrations are a chain that grows by one per schema change, read one at a
+    # time by revision, never as a folder of modules (their lengths are not counted
+    # either, below)
     crowded = {
         str(f.relative_to(ROOT)): n
         for f in _folders()
-        if (n := len(list(f.glob("*.py")))) > MAX_MODULES_PER_FOLDER
+        if "migrations" not in f.parts
+        and (n := len(list(f.glob("*.py")))) > MAX_MODULES_PER_FOLDER
     }
     assert crowded == {}
 
