@@ -6,6 +6,7 @@ import os
 import pandas as pd
 from sqlalchemy import text
 
+from db.partitions.sql import week_name
 from gateway.devtools.seed import APPS, holds_seeded, remove_seeded, seed_ledger
 from gateway.domain.config import default_config_path, load_config
 from gateway.domain.pricing import PriceCatalog, TokenUsage
@@ -16,11 +17,22 @@ CFG = load_config(default_config_path())
 END = dt.datetime(2026, 11, 20, 12, tzinfo=dt.UTC)
 
 
+def _mondays(end: dt.datetime, days: int) -> set[dt.date]:
+    start = (end - dt.timedelta(days=days)).date()
+    return {
+        d - dt.timedelta(days=d.weekday())
+        for d in (start + dt.timedelta(days=i) for i in range(days + 1))
+    }
+
+
 def test_seeded_rows_are_priced_by_the_gateway_catalog(database_url, ledger_engine, empty_usage):
     report = seed_ledger(database_url, CFG, 2000, days=10, end=END, seed=5)
     assert report.rows == 2000 and report.apps == len(APPS)
     with ledger_engine.connect() as conn:
-        result = conn.execute(text("SELECT * FROM usage_records ORDER BY started_at"))
+        result = conn.execute(
+            text("SELECT *, tableoid::regclass::text AS partition FROM usage_records"
+                 " ORDER BY started_at")
+        )  # fmt: skip
         rows = pd.DataFrame(result.fetchall(), columns=list(result.keys()))
         key_apps = dict(
             conn.execute(
@@ -28,6 +40,8 @@ def test_seeded_rows_are_priced_by_the_gateway_catalog(database_url, ledger_engi
             ).all()
         )
     assert len(rows) == 2000
+    # every week of the history has its partition: the default one takes none of them
+    assert set(rows["partition"]) <= {week_name(d) for d in _mondays(END, days=10)}
     assert rows["started_at"].min() >= END - dt.timedelta(days=10)
     assert rows["started_at"].max() < END
     assert set(rows["app"]) == {a.name for a in APPS}
