@@ -103,8 +103,8 @@ def usage_key(grain: Grain) -> tuple[str, ...]:
 # one uuid per group of dimensions (migration 0016, issue 29): the usage rollups' unique
 # index is (bucket, group_key) instead of the bucket and thirteen dimensions, NULLs among
 # them. Measured here on 5,000 new groups: an upsert cost 26-28 µs a row against that
-# wide index, 6 µs against a two-column one, and the batch's sort compared two columns
-# instead of up to fourteen. The key is the md5 of the row of dimensions as text, where
+# wide index, 6 µs against a two-column one, and a batch's groups are put in lock order
+# by two columns instead of fourteen. The key is the md5 of the row of dimensions as text, where
 # NULL and '' differ; two groups share it with probability about n² / 2¹²⁹
 GROUP_KEY = "group_key"
 
@@ -228,8 +228,8 @@ def trigger_function_sql(attribution: bool = True, keyed: bool = True) -> str:
     body = ";\n  ".join(fold_all_sql("new_rows", attribution, keyed))
     return (
         "CREATE OR REPLACE FUNCTION usage_rollup_fold() RETURNS trigger\n"
-        # a batch of 5,000 rows, each its own group, hashes about 8 MB of hour groups:
-        # with the default 4 MB the days' aggregate spilled to disk on every batch
+        # a worst-case batch (every row its own group) aggregated 8-25 MB of groups in
+        # EXPLAIN ANALYZE here: with the default 4 MB the days' aggregate spilled to disk
         f"LANGUAGE plpgsql SET work_mem = '{FOLD_WORK_MEM}' AS $$\nBEGIN\n"
         f"  {body};\n"
         "  RETURN NULL;\nEND $$"
