@@ -335,8 +335,8 @@ def seed_ledger(
     end_users: int = DEFAULT_END_USERS,
 ) -> SeedReport:
     """Write `rows` synthetic records ending at `end` (now), plus prices, keys, one change."""
-    from db.engine import libpq_url
-    from db.partitions.sql import AHEAD_WEEKS, ENSURE_FUNCTION
+    from db.engine import libpq_url, make_engine
+    from db.partitions.maintenance import ensure_partitions
     from db.price_sync import sync_prices
     from db.routing_audit import record_routing_change
 
@@ -346,10 +346,11 @@ def seed_ledger(
     # the weeks of the history first: else the default partition takes every row older
     # than this week (measured: 96% of a 180-day seed), and neither retention's dropped
     # weeks nor a query's partition pruning reach them
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute(
-            f"SELECT {ENSURE_FUNCTION}(%s, %s)", (end - dt.timedelta(days=days), AHEAD_WEEKS)
-        )
+    engine = make_engine(url)
+    try:
+        ensure_partitions(engine, since=end - dt.timedelta(days=days))
+    finally:
+        engine.dispose()
     copy_sql = f"COPY usage_records ({', '.join(COLUMNS)}) FROM STDIN"
     written = 0
     lines: list[str] = []

@@ -14,6 +14,7 @@ from sqlalchemy import text
 from db.analytics import rollup_sql
 from db.engine import libpq_url, make_engine
 from db.migrate import upgrade
+from gateway.domain.usage_record import UsageRecord
 from tests.db.analytics.test_rollups import END, varied
 from tests.fixtures.database import scratch_database
 
@@ -31,14 +32,14 @@ def scratch(database_url: str) -> Iterator[str]:
         yield url
 
 
-def _insert(url: str, rows: list[object]) -> None:
+def _insert(url: str, rows: list[UsageRecord]) -> None:
     from gateway.ledger.rows import COLUMNS, record_row
 
     marks = ", ".join(["%s"] * len(COLUMNS))
     with psycopg.connect(libpq_url(url)) as conn:  # one statement per row: one fold each
         conn.cursor().executemany(
             f"INSERT INTO usage_records ({', '.join(COLUMNS)}) VALUES ({marks})",
-            [record_row(r) for r in rows],  # type: ignore[arg-type]
+            [record_row(r) for r in rows],
         )
 
 
