@@ -60,7 +60,10 @@ def spent(usd: str, end_user: str, session: str, at: dt.datetime):
 def test_finance_reads_customers_ops_and_viewers_cannot(
     customers_dashboard: str, browser, ledger_engine: Engine
 ) -> None:
-    at = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    now = dt.datetime.now(dt.UTC)
+    # today's (UTC), even in the first minutes of a day: the page's default range is the
+    # ledger's days, and a row of yesterday would make it two days of revenue
+    at = max(now - dt.timedelta(minutes=5), now.replace(hour=0, minute=0, second=0, microsecond=0))
     # alice: $3.00 + $1.50 in one session (one user-day of $4.50); bob: $0.25
     insert_records(
         ledger_engine,
