@@ -34,6 +34,8 @@ def deployment_options(cfg: Config, routing: RoutingSettings) -> dict[str, Any]:
         "graceful_shutdown_wait_loop_s": 1,
         "health_check_period_s": 10,
         "health_check_timeout_s": 30,
+        "rolling_update_percentage": g.rollout_batch_percent / 100,
+        "max_surge_percent": g.rollout_surge_percent,
         # a replica is one asyncio loop waiting on upstreams: it needs little CPU
         # reserved, and 2 replicas must fit on a 2-core machine beside the proxy
         "ray_actor_options": {"num_cpus": 0.1},

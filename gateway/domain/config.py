@@ -164,6 +164,15 @@ class GatewayOptions(_Strict):
     # HAProxy mode: how long a replica shutting down still takes connections (Serve's
     # ..._MIN_DRAINING_PERIOD_S); shorter ones cost rows in a chaos scenario (TESTING.md)
     drain_period_s: float = Field(default=30.0, ge=0)
+    # a redeploy that replaces replicas: how many are replaced at a time (Serve's
+    # rolling_update_percentage) and how many replacements may start before the replicas
+    # they replace stop (max_surge_percent). Serve's defaults (20%, no surge) stop an old
+    # replica first, then start its replacement, one after the other: capacity drops by
+    # one replica for each replica's start, and 2 replicas took 7 s. All at once with
+    # surge, the old replicas serve until every new one runs (4.4 s, docs/PERFORMANCE.md),
+    # at the price of twice the replicas' memory meanwhile
+    rollout_batch_percent: int = Field(default=100, gt=0, le=100)
+    rollout_surge_percent: int = Field(default=100, ge=0, le=100)
     # at shutdown, rows that neither PostgreSQL nor the spool's disk takes (an outage and a
     # full disk) are tried this much longer before they count as lost; only that case waits
     ledger_stranded_wait_s: float = Field(default=120.0, ge=0)

@@ -3,13 +3,13 @@
 One pump (`relay`) serves every API's stream: the provider's stream parser
 (`gateway.providers.adapter.StreamParser`) turns each upstream event into the API's
 events, and the API's `ClientFormat` writes them for the client (the model it asked for,
-usage only if it asked). The first event goes to the client alone, as soon as it is
-encoded; after it, what one network read of the upstream carried goes in one write (one
-pass through Serve's and uvicorn's send, not one per event), and no event waits for a
-later read. Whatever way the stream ends (done, upstream failure,
-or the client going away, which arrives as a CancelledError at a `yield`) it reports
-the outcome once, after the last bytes are written, and closes the upstream response,
-without awaiting the database.
+usage only if it asked). The first token (text or tool arguments) goes to the client as
+soon as it is encoded, with the events before it; after it, what one network read of the
+upstream carried goes in one write (one pass through Serve's and uvicorn's send, not one
+per event), and no event waits for a later read. Whatever way the stream ends (done,
+upstream failure, or the client going away, which arrives as a CancelledError at a
+`yield`) it reports the outcome once, after the last bytes are written, and closes the
+upstream response, without awaiting the database.
 """
 
 from __future__ import annotations
@@ -200,12 +200,15 @@ async def relay(
                     data = encode(event, public_model, include_usage)
                     if data is None:
                         continue
-                    if ex.ttft_ms is None:
-                        # the first event alone, before the rest of its read is encoded
+                    out.append(data)
+                    if ex.ttft_ms is None and parser.text():
+                        # the first token (text or tool arguments), with the events
+                        # before it, leaves before the rest of its read is encoded: an
+                        # upstream that sends a whole answer in one read (a cache, a
+                        # fast model) made the client wait for every event's encoding
                         ex.ttft_ms = ex.elapsed_ms()
-                        yield data
-                    else:
-                        out.append(data)
+                        yield out[0] if len(out) == 1 else b"".join(out)
+                        out = []
                 if done:
                     if fmt.done is not None:
                         out.append(fmt.done)

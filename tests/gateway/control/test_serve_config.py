@@ -118,3 +118,21 @@ def test_serves_shutdown_waits_for_a_replicas_drain_and_its_graceful_shutdown():
         data["gateway"]["ingress"] = ingress
         env = ray_node_env(parse_config(data))
         assert env["RAY_SERVE_SHUTDOWN_TIER_TIMEOUT_S"] == "90"
+
+
+def test_a_redeploy_starts_every_replacement_before_the_replicas_it_replaces_stop(tmp_path):
+    from ray.serve.schema import ServeDeploySchema
+
+    cfg = load_config(default_config_path())
+    sc = serve_config(cfg, config_path=Path("c.yaml"), state_dir=tmp_path)
+    (dep,) = sc["applications"][0]["deployments"]
+    # all at once, with surge: the old replicas serve until the new ones run
+    assert dep["rolling_update_percentage"] == 1.0 and dep["max_surge_percent"] == 100
+    ServeDeploySchema.model_validate(sc)  # Serve's own schema takes them
+
+    data = cfg.model_dump(mode="json")
+    data["gateway"].update(rollout_batch_percent=25, rollout_surge_percent=0)
+    sc = serve_config(parse_config(data), config_path=Path("c.yaml"), state_dir=tmp_path)
+    (dep,) = sc["applications"][0]["deployments"]
+    assert dep["rolling_update_percentage"] == 0.25 and dep["max_surge_percent"] == 0
+    ServeDeploySchema.model_validate(sc)
