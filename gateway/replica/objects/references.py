@@ -15,10 +15,10 @@ blocks whose `source` is `{"type": "file", "file_id": ...}`.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 from typing import Any
 
+from gateway.domain import json_codec
 from gateway.domain.endpoints import Endpoint
 
 # a request names at most this many before it is refused: each one is looked up
@@ -123,13 +123,20 @@ def created(endpoint: Endpoint, body: dict[str, Any]) -> list[ObjectRef]:
     return found
 
 
+_WRAPPER_KEYS = {Endpoint.RESPONSES: b'"response"', Endpoint.MESSAGES: b'"message"'}
+
+
 def created_in_event(endpoint: Endpoint, payload: bytes) -> list[ObjectRef]:
     """What a stream's event says was created: Responses' `response.created` carries the
     response (its id), Anthropic's `message_start` the message (and its container)."""
-    if endpoint not in (Endpoint.RESPONSES, Endpoint.MESSAGES):
+    # only an event that wraps the object has the key: the rest of the stream's events
+    # (its text's deltas, or chat chunks a Messages stream is translated from) are not
+    # parsed here, on the way to the client's first token
+    key = _WRAPPER_KEYS.get(endpoint)
+    if key is None or key not in payload:
         return []
     try:
-        event = json.loads(payload)
+        event = json_codec.loads(payload)
     except ValueError:
         return []
     if not isinstance(event, dict):

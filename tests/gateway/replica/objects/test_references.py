@@ -62,3 +62,25 @@ def test_what_an_answer_and_a_streams_first_event_create():
         ("container", "cntr_3", "container")]
     assert created_in_event(Endpoint.CHAT_COMPLETIONS, event) == []
     assert created_in_event(Endpoint.RESPONSES, b"[DONE]") == []
+
+
+
+def test_only_events_that_wrap_an_object_are_parsed(monkeypatch):
+    from gateway.replica.objects import references
+
+    parsed: list[bytes] = []
+    real = references.json_codec.loads
+    monkeypatch.setattr(references.json_codec, "loads", lambda b: parsed.append(b) or real(b))
+    # a text delta, a Responses delta and a chat chunk (a Messages stream translated from
+    # chat) are skipped on the way to the first token: none wraps what was created
+    for endpoint, event in [
+        (Endpoint.MESSAGES, b'{"type":"content_block_delta","delta":{"text":"hi"}}'),
+        (Endpoint.RESPONSES, b'{"type":"response.output_text.delta","delta":"x"}'),
+        (Endpoint.MESSAGES, b'{"object":"chat.completion.chunk","choices":[]}'),
+    ]:
+        assert created_in_event(endpoint, event) == []
+    assert parsed == []
+    # the wrapper's key with spaces around it is still found
+    start = b'{"type": "message_start", "message" : {"id": "m", "container": {"id": "c"}}}'
+    assert ids(created_in_event(Endpoint.MESSAGES, start)) == [("container", "c", "container")]
+    assert parsed == [start]
