@@ -25,20 +25,13 @@ from gateway.domain.endpoints import Endpoint
 from gateway.domain.openai_errors import OpenAIError
 from gateway.domain.pricing import TokenUsage
 from gateway.domain.usage_record import RequestStatus
-from gateway.providers.adapter import MalformedReply, StreamParser
+from gateway.providers.adapter import StreamParser
 from gateway.providers.anthropic import AnthropicAdapter
 from gateway.providers.anthropic_replies import completion_to_message
 from gateway.providers.anthropic_requests import estimate_messages, messages_to_chat
-from gateway.providers.client import (
-    UpstreamFailure,
-    UpstreamReply,
-    WireBuilder,
-    failure_from_exception,
-    malformed,
-)
+from gateway.providers.client import UpstreamReply, WireBuilder
 from gateway.providers.messages_stream import ChatToMessagesStream
 from gateway.providers.registry import adapter_for
-from gateway.providers.sse import SSEDecoder
 from gateway.replica.cache.gate import CacheTicket
 from gateway.replica.chat_request import parse_json_body
 from gateway.replica.endpoints.answers import REQUEST_ID_HEADER
@@ -54,7 +47,7 @@ from gateway.replica.messages.request import validate_messages_request
 from gateway.replica.objects.references import created
 from gateway.replica.request_body import read_body
 from gateway.replica.service import GatewayService
-from gateway.replica.stream_relay import OpenedStream, relay, relay_response
+from gateway.replica.stream_relay import OpenedStream, read_first_event, relay, relay_response
 from gateway.replica.usage_accounting import Accounted, account
 
 _PASSED_HEADERS = ("anthropic-version", "anthropic-beta")
@@ -182,25 +175,8 @@ class MessagesRoute:
             parser: MessagesStream = native.messages_stream_parser() if native else \
                 ChatToMessagesStream(adapter_for(provider).stream_parser(), ex.requested)
             response = await svc.upstream.open_stream(model, body, build)
-            raw = response.aiter_raw()
-            decoder = SSEDecoder()
-            first: list[bytes] = []
-            try:  # up to the first event before answering 200, as chat does
-                while not first:
-                    first.extend(decoder.feed(await anext(raw)))
-            except StopAsyncIteration:
-                await response.aclose()
-                raise malformed(provider, "an empty stream") from None
-            except UpstreamFailure:
-                await response.aclose()
-                raise
-            except MalformedReply as err:
-                await response.aclose()
-                raise malformed(provider, str(err)) from None
-            except Exception as err:  # noqa: BLE001 - classified for the retry policy
-                await response.aclose()
-                raise failure_from_exception(err, provider) from None
-            return OpenedStream(response, raw, decoder, first), parser
+            # up to the first event before answering 200, as chat does
+            return await read_first_event(response, provider), parser
 
         opened, parser = await svc._attempts(ex, call)
         await svc.objects.record_opened(ex.caller.app, ex.endpoint, opened.first, opened.response)
