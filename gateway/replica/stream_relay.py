@@ -201,14 +201,16 @@ async def relay(
                     if data is None:
                         continue
                     out.append(data)
-                    if ex.ttft_ms is None and parser.text():
-                        # the first token (text or tool arguments), with the events
-                        # before it, leaves before the rest of its read is encoded: an
-                        # upstream that sends a whole answer in one read (a cache, a
-                        # fast model) made the client wait for every event's encoding
-                        ex.ttft_ms = ex.elapsed_ms()
-                        yield out[0] if len(out) == 1 else b"".join(out)
-                        out = []
+                if ex.ttft_ms is None and out and parser.text():
+                    # the first token (text or tool arguments), with the events before
+                    # it, leaves before the rest of its read is encoded: an upstream that
+                    # sends a whole answer in one read (a cache, a fast model) made the
+                    # client wait for every event's encoding. Checked once the event's
+                    # events are all out: a translated one (Messages from chat) opens a
+                    # block before the token
+                    ex.ttft_ms = ex.elapsed_ms()
+                    yield out[0] if len(out) == 1 else b"".join(out)
+                    out = []
                 if done:
                     if fmt.done is not None:
                         out.append(fmt.done)

@@ -90,3 +90,30 @@ async def test_an_answer_without_a_token_still_ends_in_one_write_per_read() -> N
     out, ex, _ = await writes([whole])
     assert len(out) == 1 and out[0].endswith(b"data: [DONE]\n\n")
     assert ex.ttft_ms is not None
+
+
+async def test_a_messages_stream_translated_from_chat_sends_its_first_text_delta_first() -> None:
+    from gateway.providers.messages_stream import ChatToMessagesStream
+    from gateway.replica.messages.relay import MESSAGES_FORMAT
+
+    whole = chunk({"role": "assistant", "content": ""}) + \
+        b"".join(chunk({"content": f"w{i} "}) for i in range(10)) + \
+        chunk({}, "stop") + b"data: [DONE]\n\n"
+    decoder = SSEDecoder()
+    first = list(decoder.feed(whole))
+
+    async def nothing() -> AsyncIterator[bytes]:
+        for data in ():
+            yield data
+
+    out = [data async for data in relay(
+        exchange(), httpx.Response(200), nothing(), decoder, first,
+        ChatToMessagesStream(OpenAIStreamParser(), "gpt-4o-mini"), PROVIDER,
+        lambda *outcome: None, MESSAGES_FORMAT)]
+    # the chunk that carries "w0" opens the text block and deltas it: both leave with
+    # message_start in the first write, the nine other deltas and the close after
+    assert len(out) == 2
+    assert [line for line in out[0].split(b"\n") if line.startswith(b"event: ")] == [
+        b"event: message_start", b"event: content_block_start", b"event: content_block_delta"]
+    assert b'"text":"w0 "' in out[0] and b"w1 " not in out[0]
+    assert out[1].rstrip().endswith(b'data: {"type":"message_stop"}')
