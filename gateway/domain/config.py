@@ -168,9 +168,9 @@ class GatewayOptions(_Strict):
     # rolling_update_percentage) and how many replacements may start before the replicas
     # they replace stop (max_surge_percent). Serve's defaults (20%, no surge) stop an old
     # replica first, then start its replacement, one after the other: capacity drops by
-    # one replica for each replica's start, and 2 replicas took 7 s. All at once with
-    # surge, the old replicas serve until every new one runs (4.4 s, docs/PERFORMANCE.md),
-    # at the price of twice the replicas' memory meanwhile
+    # one replica for each replica's start, and 2 replicas were ready in 7.0-7.3 s. All at
+    # once with surge, the old replicas serve until every new one runs: 4.3-4.8 s
+    # (docs/PERFORMANCE.md), at the price of twice the replicas' memory meanwhile
     rollout_batch_percent: int = Field(default=100, gt=0, le=100)
     rollout_surge_percent: int = Field(default=100, ge=0, le=100)
     # at shutdown, rows that neither PostgreSQL nor the spool's disk takes (an outage and a

@@ -205,9 +205,9 @@ async def relay(
                     # the first token (text or tool arguments), with the events before
                     # it, leaves before the rest of its read is encoded: an upstream that
                     # sends a whole answer in one read (a cache, a fast model) made the
-                    # client wait for every event's encoding. Checked once the event's
-                    # events are all out: a translated one (Messages from chat) opens a
-                    # block before the token
+                    # client wait for every event's encoding. Checked once all that one
+                    # upstream event became is encoded: a chat chunk translated to
+                    # Messages opens a text block before its delta
                     ex.ttft_ms = ex.elapsed_ms()
                     yield out[0] if len(out) == 1 else b"".join(out)
                     out = []

@@ -64,7 +64,6 @@ def test_what_an_answer_and_a_streams_first_event_create():
     assert created_in_event(Endpoint.RESPONSES, b"[DONE]") == []
 
 
-
 def test_only_events_that_wrap_an_object_are_parsed(monkeypatch):
     from gateway.replica.objects import references
 

@@ -11,12 +11,13 @@ from typing import Any
 import httpx
 
 from gateway.domain.config import Provider
+from gateway.providers.adapter import StreamParser
 from gateway.providers.openai import OpenAIStreamParser
 from gateway.providers.sse import SSEDecoder
 from gateway.replica.auth import Caller
 from gateway.replica.chat_request import validate_chat_request
 from gateway.replica.exchange import Exchange
-from gateway.replica.stream_relay import relay
+from gateway.replica.stream_relay import CHAT_FORMAT, ClientFormat, relay
 
 PROVIDER = Provider(name="sim", base_url="http://127.0.0.1:1/v1")
 
@@ -35,7 +36,8 @@ def exchange() -> Exchange:
     return ex
 
 
-async def writes(reads: list[bytes]) -> tuple[list[bytes], Exchange, list[Any]]:
+async def writes(reads: list[bytes], parser: StreamParser | None = None,
+                 fmt: ClientFormat = CHAT_FORMAT) -> tuple[list[bytes], Exchange, list[Any]]:
     """What the client gets, write by write, when the upstream's bytes come in `reads`."""
     decoder = SSEDecoder()
     first = list(decoder.feed(reads[0]))
@@ -47,8 +49,8 @@ async def writes(reads: list[bytes]) -> tuple[list[bytes], Exchange, list[Any]]:
     ended: list[Any] = []
     ex = exchange()
     out = [data async for data in relay(
-        ex, httpx.Response(200), rest(), decoder, first, OpenAIStreamParser(), PROVIDER,
-        lambda *outcome: ended.append(outcome))]
+        ex, httpx.Response(200), rest(), decoder, first, parser or OpenAIStreamParser(),
+        PROVIDER, lambda *outcome: ended.append(outcome), fmt)]
     return out, ex, ended
 
 
@@ -99,17 +101,8 @@ async def test_a_messages_stream_translated_from_chat_sends_its_first_text_delta
     whole = chunk({"role": "assistant", "content": ""}) + \
         b"".join(chunk({"content": f"w{i} "}) for i in range(10)) + \
         chunk({}, "stop") + b"data: [DONE]\n\n"
-    decoder = SSEDecoder()
-    first = list(decoder.feed(whole))
-
-    async def nothing() -> AsyncIterator[bytes]:
-        for data in ():
-            yield data
-
-    out = [data async for data in relay(
-        exchange(), httpx.Response(200), nothing(), decoder, first,
-        ChatToMessagesStream(OpenAIStreamParser(), "gpt-4o-mini"), PROVIDER,
-        lambda *outcome: None, MESSAGES_FORMAT)]
+    out, _, _ = await writes(
+        [whole], ChatToMessagesStream(OpenAIStreamParser(), "gpt-4o-mini"), MESSAGES_FORMAT)
     # the chunk that carries "w0" opens the text block and deltas it: both leave with
     # message_start in the first write, the nine other deltas and the close after
     assert len(out) == 2
