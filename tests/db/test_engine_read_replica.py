@@ -128,9 +128,13 @@ def _write(url: str, n: int) -> None:
 
 
 def _count(url: str) -> int:
+    """The ledger's rows; -1 while the replica has not yet replayed the migrations (the
+    replay of the schema can come after the writer's first rows are committed)."""
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
+            if conn.execute(text("SELECT to_regclass('usage_records')")).scalar_one() is None:
+                return -1
             return int(conn.execute(text("SELECT count(*) FROM usage_records")).scalar_one())
     finally:
         engine.dispose()
