@@ -96,7 +96,6 @@ def bench_records(n: int, mode: str = "realistic") -> list[UsageRecord]:
     return out
 
 
-
 async def _ticker(stop: asyncio.Event, worst: list[float]) -> None:
     period = 0.01
     while not stop.is_set():
@@ -120,6 +119,7 @@ async def run_bench(
     max_buffer: int,
     max_seconds: float,
     mode: str = "realistic",
+    connections: int = 2,
 ) -> dict[str, Any]:
     from gateway.ledger.writer import SPILL_FRACTION, RecordWriter
 
@@ -130,7 +130,11 @@ async def run_bench(
     gc.freeze()
     with tempfile.TemporaryDirectory(prefix="costgate-bench-spool-") as spool:
         writer = RecordWriter(
-            url, spool_dir=Path(spool), batch_size=batch_size, max_buffer=max_buffer
+            url,
+            spool_dir=Path(spool),
+            batch_size=batch_size,
+            max_buffer=max_buffer,
+            connections=connections,
         )
         await writer.start()
         # the control: stalls seen beside a task that yields every 1 ms of CPU, which is
@@ -164,6 +168,7 @@ async def run_bench(
         "seconds": round(elapsed, 3),
         "rows_per_s": round(stats["written"] / elapsed),
         "batch_size": batch_size,
+        "connections": connections,
         "client_cpu_us_per_row": round(cpu / max(1, stats["written"]) * 1e6, 1),
         "max_loop_stall_ms": round(worst[0] * 1000, 1),
         "control_1ms_slices_max_stall_ms": round(control[0] * 1000, 1),
@@ -200,7 +205,15 @@ def bench_one(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     try:
         upgrade(url)
         return asyncio.run(
-            run_bench(url, args.rows, args.batch_size, args.max_buffer, args.max_seconds, mode)
+            run_bench(
+                url,
+                args.rows,
+                args.batch_size,
+                args.max_buffer,
+                args.max_seconds,
+                mode,
+                args.connections,
+            )
         )
     finally:
         with psycopg.connect(libpq_url(server), autocommit=True) as admin:
@@ -239,7 +252,14 @@ def _run_side(tree: Path, mode: str, args: argparse.Namespace, old: bool) -> dic
     if old:
         cmd = [sys.executable, "-c", _OLD_TREE_SCRIPT, __file__, mode, *common]
     else:
-        cmd = [sys.executable, "-m", "gateway.devtools.ledger_bench", f"--mode={mode}", *common]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gateway.devtools.ledger_bench",
+            f"--mode={mode}",
+            f"--connections={args.connections}",
+            *common,
+        ]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
@@ -271,6 +291,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-buffer", type=int, default=20_000)
     p.add_argument("--max-seconds", type=float, default=120.0, help="give up after this long")
     p.add_argument("--database-url", default=None, help="server to use (default: the ledger's)")
+    p.add_argument("--connections", type=int, default=2,
+                   help="the writer's connections (batches written side by side)")  # fmt: skip
     p.add_argument("--mode", choices=(*MODES, "both"), default="both",
                    help="realistic batches, every row its own group, or both")  # fmt: skip
     p.add_argument("--compare-tree", default=None,

@@ -126,3 +126,16 @@ async def wait_event(event: asyncio.Event, timeout_s: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
             await event.wait()
+
+
+async def cancel_until_done(task: asyncio.Task[None]) -> None:
+    # asked again until it ends: code below us (a library) may swallow one request
+    for _ in range(20):
+        if task.done():
+            break
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+    if not task.done():
+        log.error("task %s ignores its cancellation", task.get_name())
+    elif not task.cancelled() and task.exception() is not None:
+        log.error("task %s failed", task.get_name(), exc_info=task.exception())

@@ -5,8 +5,9 @@ one write(2), so a killed process or node loses no answered row). Two supervised
 on the replica's event loop (`gateway.ledger.supervisor`) do the rest:
 
 - the database loop flushes the buffer every `flush_interval_s` or at `batch_size` rows,
-  up to `max_batch` rows per transaction (`gateway.ledger.database`), then replays the
-  spool batch by batch; when the database fails it retries with jittered backoff.
+  up to `max_batch` rows per transaction (`gateway.ledger.database`), up to one batch per
+  connection at once (`gateway.ledger.lanes`), then replays the spool batch by batch;
+  when the database fails it retries with jittered backoff.
 - the spool loop moves the buffer to the local-disk spool (`gateway.ledger.spool`) once
   the database is failing (one failed flush) or hangs (a write in flight for longer than
   `spool_after_s`, a flush interval by default, and than 4 times what writes of its size
@@ -43,9 +44,10 @@ from gateway.domain.usage_record import UsageRecord
 from gateway.ledger.database import LedgerDatabase, TransientDbError
 from gateway.ledger.health import WriterHealth
 from gateway.ledger.journal import Journal
+from gateway.ledger.lanes import Lanes
 from gateway.ledger.spill import Spiller
 from gateway.ledger.spool import Spool
-from gateway.ledger.supervisor import Supervisor, wait_event
+from gateway.ledger.supervisor import Supervisor, cancel_until_done, wait_event
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +72,19 @@ class RecordWriter:
         connect_timeout_s: int = 5,
         spool_after_s: float | None = None,
         stall_after_s: float | None = None,
+        connections: int = 2,
     ) -> None:
         if not 1 <= batch_size <= max_buffer:
             raise ValueError("need 1 <= batch_size <= max_buffer")
         # a flush takes whatever piled up while the previous one ran, up to max_batch:
         # bigger transactions when the database lags, which is when they pay
         self._max_batch = max(batch_size, max_batch)
-        self._db = LedgerDatabase(
-            database_url, write_timeout_s=write_timeout_s, connect_timeout_s=connect_timeout_s
+        # batches side by side, each on its own connection (gateway.ledger.lanes)
+        self._lanes = Lanes(
+            lambda: LedgerDatabase(
+                database_url, write_timeout_s=write_timeout_s, connect_timeout_s=connect_timeout_s
+            ),
+            connections,
         )
         self._spool = Spool(Path(spool_dir))
         self._spiller = Spiller(self._spool)
@@ -99,9 +106,8 @@ class RecordWriter:
         self._started = False
 
         self._buffer: collections.deque[UsageRecord] = collections.deque()
-        self._inflight: list[UsageRecord] = []
-        self._write_started: float | None = None
-        self._write_rows = 0
+        # the writes in flight: when each started, and its rows
+        self._writes: dict[object, tuple[float, int]] = {}
         # what a write took per row lately: a big batch on a busy server takes longer than
         # a flush interval (5,000 rows: about 0.5 s here) without the server hanging
         self._s_per_row = 0.0
@@ -144,10 +150,10 @@ class RecordWriter:
             self._counts["dropped"] += 1
 
     def _held(self) -> int:
-        return len(self._buffer) + len(self._inflight) + self._spiller.held
+        return len(self._buffer) + self._lanes.held() + self._spiller.held
 
     def _held_rows(self) -> list[UsageRecord]:
-        return [*self._buffer, *self._inflight, *self._spiller.held_records]
+        return [*self._buffer, *self._lanes.held_rows(), *self._spiller.held_records]
 
     def stats(self) -> dict[str, int]:
         return {
@@ -226,49 +232,34 @@ class RecordWriter:
         db_task = self._loops.task("database")
         if db_task is not None:
             await asyncio.wait({db_task}, timeout=timeout_s)
-            await self._cancel(db_task)  # out of time: spool what is left
+            await cancel_until_done(db_task)  # out of time: spool what is left
         self._stopping = True
         spool_task = self._loops.task("spool")
         if spool_task is not None:
-            await self._cancel(spool_task)
+            await cancel_until_done(spool_task)
         # an append's thread runs on after its task is cancelled: whether its rows are on
         # disk or back in the buffer is known once it returns
         await self._spiller.finish(max(1.0, self._deadline - time.monotonic()))
         self._closed = True
         # whatever did not reach the database (an interrupted batch may have: idempotent)
-        leftovers = self._inflight + list(self._buffer)
-        self._inflight = []
+        leftovers = self._lanes.take_all() + list(self._buffer)
         self._buffer.clear()
         if leftovers:
-            await self._db.close()  # a cancelled flush left it in an unknown state
+            await self._lanes.close()  # a cancelled flush left them in an unknown state
             until = time.monotonic() + stranded_s
-            self._counts["written"] += await self._spiller.rescue(leftovers, self._write, until)
+            rescued = await self._spiller.rescue(leftovers, self._write_first, until)
+            self._counts["written"] += rescued
         # every row is committed, spooled or counted as dropped: the journal is done
         await asyncio.to_thread(Journal.delete, self._journal.close_all())
         await asyncio.to_thread(self._spool.close)
-        await self._db.close()
-
-    @staticmethod
-    async def _cancel(task: asyncio.Task[None]) -> None:
-        # asked again until it ends: code below us (a library) may swallow one request
-        for _ in range(20):
-            if task.done():
-                break
-            task.cancel()
-            await asyncio.wait({task}, timeout=0.5)
-        if not task.done():
-            log.error("record writer: task %s ignores its cancellation", task.get_name())
-        elif not task.cancelled() and task.exception() is not None:
-            log.error("record writer: task %s failed", task.get_name(), exc_info=task.exception())
+        await self._lanes.close()
 
     # -- supervision --------------------------------------------------------------------
 
     async def _recover_db(self) -> None:
-        if self._inflight:
-            self._buffer.extendleft(reversed(self._inflight))
-            self._inflight = []
-        self._write_started = None
-        await self._db.close()  # its state mid-transaction is unknown
+        self._buffer.extendleft(reversed(self._lanes.take_all()))
+        self._writes.clear()
+        await self._lanes.close()  # their state mid-transaction is unknown
 
     # -- the database loop --------------------------------------------------------------
 
@@ -298,32 +289,38 @@ class RecordWriter:
 
     async def _drain(self) -> bool:
         """Write the buffer batch by batch; False (rows kept) when the database fails."""
-        while self._buffer:
-            n = min(self._max_batch, len(self._buffer))
-            self._inflight = [self._buffer.popleft() for _ in range(n)]
-            try:
-                self._counts["written"] += await self._write(self._inflight)
-            except TransientDbError:
-                self._buffer.extendleft(reversed(self._inflight))
-                self._inflight = []
-                return False
-            self._inflight = []
-            self._loops.beat("database")
-            await asyncio.sleep(0)  # let the request path run between batches
-        return True
+        assert self._wake is not None
+        return await self._lanes.drain(
+            self._buffer,
+            self._write,
+            self._accepted,
+            max_batch=self._max_batch,
+            min_batch=self._batch_size,
+            wake=self._wake,
+        )
 
-    async def _write(self, records: list[UsageRecord], fresh: bool = True) -> int:
-        """Commit `records`; return how many the database accepted (the rest are rejected).
-        `fresh`: False for rows that may be in the ledger already (spool replays)."""
-        started = self._write_started = time.monotonic()
-        self._write_rows = len(records)
+    async def _write_first(self, records: list[UsageRecord]) -> int:
+        return await self._write(None, records)
+
+    def _accepted(self, rows: int) -> None:
+        self._counts["written"] += rows
+        self._loops.beat("database")
+
+    async def _write(
+        self, db: LedgerDatabase | None, records: list[UsageRecord], fresh: bool = True
+    ) -> int:
+        """Commit `records` on `db` (None: the first lane's); return how many the database
+        accepted (the rest are rejected). `fresh`: False for rows that may be in the ledger
+        already (spool replays)."""
+        started, token = time.monotonic(), object()
+        self._writes[token] = (started, len(records))
         try:
-            rejected = await self._db.write(records, fresh)
+            rejected = await (db or self._lanes.first).write(records, fresh)
         except TransientDbError:
             self._counts["flush_errors"] += 1
             raise
         finally:
-            self._write_started = None
+            self._writes.pop(token, None)
         per_row = (time.monotonic() - started) / len(records)
         self._s_per_row = 0.8 * self._s_per_row + 0.2 * per_row if self._s_per_row else per_row
         if rejected:
@@ -349,7 +346,7 @@ class RecordWriter:
         accepted = 0
         if batch.records:
             try:
-                accepted = await self._write(batch.records, fresh=False)
+                accepted = await self._write(None, batch.records, fresh=False)
             except TransientDbError:
                 return False  # read again from the same offset next time
         if batch.bad:
@@ -389,10 +386,11 @@ class RecordWriter:
 
     def _should_spool(self) -> bool:
         """The database is failing, or hangs, or memory fills up: rows go to disk."""
-        started, slow = self._write_started, False
-        if started is not None:
-            limit = max(self._spool_after, 4 * self._s_per_row * self._write_rows)
-            slow = time.monotonic() - started >= limit
+        now = time.monotonic()
+        slow = any(
+            now - started >= max(self._spool_after, 4 * self._s_per_row * rows)
+            for started, rows in self._writes.values()
+        )
         return slow or not self._database_ok or self._held() >= self._spill_mark
 
     def _wake_db(self) -> None:

@@ -8,7 +8,7 @@ are injected: a method of the live writer that raises, as a bug would.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -25,18 +25,22 @@ class Bug(RuntimeError):
     pass
 
 
-def _break(w: RecordWriter, obj: Any, method: str, times: int | None) -> list[int]:
-    """Make `obj.method` raise `times` times (None: until repaired), then work again."""
-    real = getattr(obj, method)
+def _break(objs: Sequence[Any], method: str, times: int | None) -> list[int]:
+    """Make `method` of every one of `objs` raise `times` times in all (None: until
+    repaired), then work again."""
     raised = [0]
 
-    async def broken(*args: Any, **kwargs: Any) -> Any:
-        if times is None or raised[0] < times:
-            raised[0] += 1
-            raise Bug(f"injected in {method}")
-        return await real(*args, **kwargs)
+    def breaking(real: Callable[..., Any]) -> Callable[..., Any]:
+        async def broken(*args: Any, **kwargs: Any) -> Any:
+            if times is None or raised[0] < times:
+                raised[0] += 1
+                raise Bug(f"injected in {method}")
+            return await real(*args, **kwargs)
 
-    setattr(obj, method, broken)
+        return broken
+
+    for obj in objs:
+        setattr(obj, method, breaking(getattr(obj, method)))
     return raised
 
 
@@ -46,7 +50,7 @@ async def test_the_loop_restarts_after_an_exception_and_loses_none_of_the_rows_i
     w = writer_factory(database_url, batch_size=50, retry_initial_s=0.05)
     await w.start()
     # the rows are taken from the buffer, then the write blows up under them
-    raised = _break(w, w._db, "write", times=1)
+    raised = _break(w._lanes.databases, "write", times=1)
     for _ in range(120):
         w.submit(make_record())
     await wait_until(lambda: w.stats()["written"] == 120)
@@ -64,7 +68,7 @@ async def test_a_loop_that_fails_every_time_is_dead_and_alive_again_once_it_work
 ) -> None:
     w = writer_factory(database_url, retry_initial_s=0.02, retry_max_s=0.05)
     await w.start()
-    raised = _break(w, w._db, "write", times=None)
+    raised = _break(w._lanes.databases, "write", times=None)
     w.submit(make_record())
     await wait_until(lambda: raised[0] >= supervisor.CRASHES_BEFORE_DEAD)
     health = w.health()
@@ -73,7 +77,8 @@ async def test_a_loop_that_fails_every_time_is_dead_and_alive_again_once_it_work
     assert "Bug: injected in write" in health.problems[0]
     assert health.buffer_depth == 1  # its row is still held
 
-    del w._db.write  # repaired: the class's method again
+    for db in w._lanes.databases:
+        del db.write  # repaired: the class's method again
     await wait_until(lambda: row_count(ledger_engine) == 1)
     await wait_until(lambda: w.health().alive)
     assert w.stats()["restarts"] >= supervisor.CRASHES_BEFORE_DEAD

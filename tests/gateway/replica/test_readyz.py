@@ -116,8 +116,9 @@ async def test_a_dead_writer_fails_readiness_and_the_health_check(
     async def bug(*_: Any) -> Any:
         raise RuntimeError("injected")
 
-    db: Any = r.writer._db
-    db.write = bug  # every write fails as a bug would: the loop crashes over and over
+    dbs: Any = r.writer._lanes.databases
+    for db in dbs:
+        db.write = bug  # every write fails as a bug would: the loop crashes over and over
     r.writer.submit(make_record())
     await wait_until(lambda: not r.writer.health().alive)
     status, body = await r.readyz()
@@ -125,7 +126,8 @@ async def test_a_dead_writer_fails_readiness_and_the_health_check(
     with pytest.raises(RuntimeError, match=f"crashed {supervisor.CRASHES_BEFORE_DEAD} times"):
         await r.check_health()
 
-    del db.write  # repaired: alive again, and so healthy again
+    for db in dbs:
+        del db.write  # repaired: alive again, and so healthy again
     await wait_until(lambda: r.writer.health().alive)
     await r.check_health()
     assert (await r.readyz())[0] == 200
