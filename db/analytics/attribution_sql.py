@@ -42,20 +42,15 @@ NOT_NULL: dict[str, frozenset[str]] = {
     SESSION_TABLE: frozenset({"app", "session_id"}),  # a session without an end user too
     USER_KIND_TABLE: frozenset({"kind", "end_user"}),
 }
-_SOURCES: dict[str, tuple[str, str]] = {
-    USER_TABLE: ("", "r.end_user IS NOT NULL"),
-    TAG_TABLE: (
-        # a JSON null or array carries no tag (and must not fail the writer's batch)
-        " CROSS JOIN LATERAL jsonb_each_text(CASE WHEN jsonb_typeof(r.tags) = 'object'"
-        " THEN r.tags END) AS tg(tag_key, tag_value)",
-        "r.tags IS NOT NULL",
-    ),  # fmt: skip
-    SESSION_TABLE: ("", "r.session_id IS NOT NULL"),
-    USER_KIND_TABLE: ("", "r.end_user IS NOT NULL"),
+# table -> the rows it folds (the tag rollup: a JSON null or array carries no tag, and
+# must not fail the writer's batch)
+_WHERE: dict[str, str] = {
+    USER_TABLE: "r.end_user IS NOT NULL",
+    TAG_TABLE: "jsonb_typeof(r.tags) = 'object'",
+    SESSION_TABLE: "r.session_id IS NOT NULL",
+    USER_KIND_TABLE: "r.end_user IS NOT NULL",
 }
 _EXPRESSIONS = {
-    "tag_key": "tg.tag_key",
-    "tag_value": "tg.tag_value",
     "kind": "CASE WHEN r.endpoint = 'embeddings' THEN 'embeddings' ELSE 'completions' END",
 }
 # the order a day's end users are ranked in (the usage API's results), and its index
@@ -82,13 +77,24 @@ def key(table: str) -> tuple[str, ...]:
 def fold_sql(table: str, source: str, counts: dict[str, str], money: dict[str, str]) -> str:
     """Add the rows of `source` to `table`'s days, groups in key order (no deadlock between
     two writers folding overlapping batches). `counts`/`money`: the cube's expressions."""
-    join, where = _SOURCES[table]
     dims = DIMENSIONS[table]
     positions = ", ".join(str(i) for i in range(1, len(dims) + 2))
+    grouped = _tag_groups(source, counts, money) if table == TAG_TABLE else None
     select = ["date_trunc('day', r.started_at, 'UTC') AS bucket"]
     select += [f"{_EXPRESSIONS.get(d, 'r.' + d)} AS {d}" for d in dims]
     select += [f"coalesce(sum({counts[c]}), 0) AS {c}" for c in COUNT_NAMES]
     select += [f"sum({money[m]}) AS {m}" for m in MONEY_NAMES]
+    rows = f"FROM {source} r\nWHERE {_WHERE[table]}"
+    if grouped is not None:
+        # a row's tags are summed with the other rows of its tag set first, and each set's
+        # sums then go to its tags: jsonb_each_text per tag set, not per row (issue 29:
+        # 11 against 34 ms a 5,000-row batch with 20 tag sets)
+        select = ["s.bucket", "s.app", "s.team", "tg.tag_key", "tg.tag_value", "s.endpoint"]
+        select += [f"sum(s.{m})" for m in (*COUNT_NAMES, *MONEY_NAMES)]
+        rows = (
+            f"FROM ({grouped}) AS s\n"
+            "CROSS JOIN LATERAL jsonb_each_text(s.tags) AS tg(tag_key, tag_value)"
+        )
     updates = [f"{c} = t.{c} + excluded.{c}" for c in COUNT_NAMES]
     updates += [
         f"{m} = CASE WHEN t.{m} IS NULL THEN excluded.{m} WHEN excluded.{m} IS NULL"
@@ -98,10 +104,26 @@ def fold_sql(table: str, source: str, counts: dict[str, str], money: dict[str, s
     columns = (*key(table), *COUNT_NAMES, *MONEY_NAMES)
     return (
         f"INSERT INTO {table} AS t ({', '.join(columns)})\n"
-        f"SELECT {', '.join(select)}\n"
-        f"FROM {source} r{join}\nWHERE {where}\n"
+        f"SELECT {', '.join(select)}\n{rows}\n"
         f"GROUP BY {positions} ORDER BY {positions}\n"
         f"ON CONFLICT ({', '.join(key(table))}) DO UPDATE SET {', '.join(updates)}"
+    )
+
+
+def _tag_groups(source: str, counts: dict[str, str], money: dict[str, str]) -> str:
+    """The tag rollup's measures of `source` by day, app, team, tag set and endpoint."""
+    select = [
+        "date_trunc('day', r.started_at, 'UTC') AS bucket",
+        "r.app",
+        "r.team",
+        "r.tags",
+        "r.endpoint",
+    ]
+    select += [f"coalesce(sum({counts[c]}), 0) AS {c}" for c in COUNT_NAMES]
+    select += [f"sum({money[m]}) AS {m}" for m in MONEY_NAMES]
+    return (
+        f"SELECT {', '.join(select)}\nFROM {source} r\nWHERE {_WHERE[TAG_TABLE]}\n"
+        "GROUP BY 1, 2, 3, 4, 5"
     )
 
 

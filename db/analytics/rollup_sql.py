@@ -94,6 +94,7 @@ MONEY: dict[str, str] = {
     ),
 }
 
+
 def usage_key(grain: Grain) -> tuple[str, ...]:
     """The bucket and every dimension: what makes a usage rollup row one group."""
     del grain  # the same key at every grain
@@ -181,11 +182,16 @@ def fold_usage_sql(grain: Grain, source: str, keyed: bool = True) -> str:
     return _usage_upsert(grain, _usage_select(grain, source, keyed), keyed)
 
 
-def fold_usage_hour_and_day_sql(source: str, keyed: bool = True) -> str:
+def fold_usage_hour_and_day_sql(source: str, keyed: bool = True, one_hour: bool = False) -> str:
     """The hourly and daily usage folds of `source` in one statement: the rows are grouped
     once by hour, and the day groups summed from those hour groups (the rebuild's own way,
     `days_from_hours_sql`), not from the rows again. The hourly upsert (a data-modifying
-    WITH) and the daily one run in the same order in every writer's statement."""
+    WITH) and the daily one run in the same order in every writer's statement.
+
+    `one_hour`: every row of `source` is of one UTC hour, so each hour group is its own day
+    group and the days need no second GROUP BY. A writer's batch almost always is (it holds
+    under a second of traffic); that second aggregate was about 8 µs a row when every row
+    is its own group (a third of the fold; 95-98 against 128-145 ms a 5,000-row batch)."""
     dims = ", ".join(_key_columns(keyed)[1:])
     n = len(_key_columns(keyed))
     positions = ", ".join(str(i) for i in range(1, n + 1))
@@ -195,6 +201,12 @@ def fold_usage_hour_and_day_sql(source: str, keyed: bool = True) -> str:
         f"SELECT date_trunc('day', bucket, 'UTC'), {dims}, {sums}\n"
         f"FROM batch_hours GROUP BY {positions} ORDER BY {order}"
     )
+    if one_hour:
+        measures = ", ".join((*COUNTS, *MONEY))
+        days = (
+            f"SELECT date_trunc('day', bucket, 'UTC'), {dims}, {measures}\n"
+            f"FROM batch_hours ORDER BY {order}"
+        )
     hours = _usage_upsert("hour", f"SELECT * FROM batch_hours ORDER BY {order}", keyed)
     return (
         f"WITH batch_hours AS MATERIALIZED ({_usage_select('hour', source, keyed)}),\n"
@@ -202,20 +214,56 @@ def fold_usage_hour_and_day_sql(source: str, keyed: bool = True) -> str:
     )
 
 
-def fold_attribution_sql(source: str) -> list[str]:
+def fold_attribution_sql(
+    source: str, tables: tuple[str, ...] = attribution_sql.TABLES
+) -> list[str]:
     """The folds of `source` into the daily rollups by end user, tag and session."""
-    return [attribution_sql.fold_sql(t, source, COUNTS, MONEY) for t in attribution_sql.TABLES]
+    return [attribution_sql.fold_sql(t, source, COUNTS, MONEY) for t in tables]
+
+
+# The order every writer folds in, and every rebuild locks in (one order: no deadlock
+# between them): the rollups whose groups two concurrent batches rarely share (an end
+# user's day, a session, a price version's hour) first, the ones every batch of an hour
+# shares (its tags, its latency histograms) last. A batch holds its groups' row locks
+# until it commits, so another writer's batch (the writer's other connection:
+# gateway.ledger.lanes) waits at the first group they share: with the shared folds
+# last, for the end of a batch, not for most of it (issue 29).
+_FIRST = (
+    attribution_sql.USER_TABLE,
+    attribution_sql.SESSION_TABLE,
+    attribution_sql.USER_KIND_TABLE,
+)
+_LAST = (attribution_sql.TAG_TABLE,)
 
 
 def fold_all_sql(source: str, attribution: bool = True, keyed: bool = True) -> list[str]:
-    """Every fold statement for `source`, in the one order every writer takes.
+    """Every fold for `source` as PL/pgSQL statements, in the one order every writer takes.
     `attribution`: False for migration 0006, which predates those rollups; `keyed`:
     False before 0016's group keys."""
-    out = [
-        fold_usage_hour_and_day_sql(source, keyed),
-        latency_sql.fold_latency_hour_and_day_sql(source),
+    usage = _fold_usage_by_span(source, keyed)
+    latency = latency_sql.fold_latency_hour_and_day_sql(source)
+    if not attribution:
+        return [usage, latency]
+    return [
+        *fold_attribution_sql(source, _FIRST),
+        usage,
+        *fold_attribution_sql(source, _LAST),
+        latency,
     ]
-    return out + fold_attribution_sql(source) if attribution else out
+
+
+def _fold_usage_by_span(source: str, keyed: bool) -> str:
+    """The usage folds of `source` (PL/pgSQL): the one-hour way when its rows are of one
+    UTC hour, else the general one. No rows (a replay whose rows were all there): else."""
+    one_hour = (
+        f"(SELECT max(started_at) < date_trunc('hour', min(started_at), 'UTC')"
+        f" + interval '1 hour' FROM {source})"
+    )
+    return (
+        f"IF {one_hour} THEN\n"
+        f"  {fold_usage_hour_and_day_sql(source, keyed, one_hour=True)};\n"
+        f"ELSE\n  {fold_usage_hour_and_day_sql(source, keyed)};\nEND IF"
+    )
 
 
 def trigger_function_sql(attribution: bool = True, keyed: bool = True) -> str:
@@ -293,9 +341,7 @@ def rebuild_function_sql(attribution: bool = True, keyed: bool = True) -> str:
     """
     tables = all_tables(attribution)
     locks = "".join(f"  LOCK TABLE {t} IN EXCLUSIVE MODE;\n" for t in tables)
-    deletes = "".join(
-        f"  DELETE FROM {t} WHERE bucket >= lo AND bucket < hi;\n" for t in tables
-    )
+    deletes = "".join(f"  DELETE FROM {t} WHERE bucket >= lo AND bucket < hi;\n" for t in tables)
     source = "(SELECT * FROM usage_records WHERE started_at >= lo AND started_at < hi)"
     # the hours from raw rows, then the days from those hours: the same sums (SUM skips
     # NULLs either way), and a second pass over far fewer rows than the ledger's
@@ -330,8 +376,9 @@ def rebuild_function_sql(attribution: bool = True, keyed: bool = True) -> str:
 
 def all_tables(attribution: bool = True) -> list[str]:
     """Every rollup table, in the one order locks are taken."""
-    extra = attribution_sql.TABLES if attribution else ()
-    return [*USAGE_TABLES.values(), *LATENCY_TABLES.values(), *extra]
+    if not attribution:
+        return [*USAGE_TABLES.values(), *LATENCY_TABLES.values()]
+    return [*_FIRST, *USAGE_TABLES.values(), *_LAST, *LATENCY_TABLES.values()]
 
 
 def function_sql(attribution: bool = True, keyed: bool = True) -> list[str]:

@@ -171,6 +171,23 @@ def test_a_seeded_history_rolls_up_exactly(
         assert want is not None and got.scalar_one() == want
 
 
+def test_batches_of_one_hour_fold_their_days_as_batches_across_hours_do(
+    database_url: str, ledger_engine: Engine, clean_ledger: None
+) -> None:
+    # batches inside 15:00-15:30 (the one-hour fold: day groups straight from hour
+    # groups), groups repeating within and across batches; then one batch across 14:00
+    # and 15:00 of the same day, whose day groups sum two hour groups each
+    hour = [varied(i % 20, END - dt.timedelta(minutes=i % 29)) for i in range(400)]
+    across = [varied(i % 20, END - dt.timedelta(minutes=20 + i % 40)) for i in range(200)]
+    asyncio.run(write(database_url, [hour[:200], hour[200:], across]))
+    assert_rollups_equal_ledger(ledger_engine)
+    with ledger_engine.connect() as conn:
+        before = _norm(conn.execute(text("SELECT * FROM usage_rollup_daily")).all())
+    assert rebuild_all(ledger_engine) == 600
+    with ledger_engine.connect() as conn:
+        assert _norm(conn.execute(text("SELECT * FROM usage_rollup_daily")).all()) == before
+
+
 def test_two_writers_folding_the_same_groups_at_once_neither_deadlock_nor_lose_rows(
     database_url: str, ledger_engine: Engine, clean_ledger: None
 ) -> None:
