@@ -3,9 +3,10 @@
 One connection alternates between the writer's process (building and encoding a batch)
 and PostgreSQL (the COPY, then the rollup folds of its statement trigger): each waits
 while the other works, so one core idles. With two, the next batch is encoded and
-COPYed while the server folds the previous one. Measured with 2,000-row batches of
-rows that are each their own group in every rollup (issue 29): 12,286 rows/s on one
-connection, 18,090 on two, 17,982 on three (`costgate ledger-bench`, docs/ROLLUPS.md).
+COPYed while the server folds the previous one. `costgate ledger-bench --rows 200000
+--connections 1|2` here (issue 29): rows that are each their own group in every rollup
+11,136 rows/s on one connection, 17,988 on two; realistic ones 24,393 and 31,809. A
+third did not add more: the two cores are full (docs/ROLLUPS.md).
 
 Exactness does not depend on the order batches commit in: each batch and its share of
 the rollups commit together, and every fold takes its groups' locks in key order, so two

@@ -136,6 +136,6 @@ async def cancel_until_done(task: asyncio.Task[None]) -> None:
         task.cancel()
         await asyncio.wait({task}, timeout=0.5)
     if not task.done():
-        log.error("task %s ignores its cancellation", task.get_name())
+        log.error("record writer: task %s ignores its cancellation", task.get_name())
     elif not task.cancelled() and task.exception() is not None:
-        log.error("task %s failed", task.get_name(), exc_info=task.exception())
+        log.error("record writer: task %s failed", task.get_name(), exc_info=task.exception())
