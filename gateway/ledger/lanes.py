@@ -81,6 +81,7 @@ class Lanes:
         than in a transaction of their own.
         """
         pending: dict[asyncio.Future[Any], int] = {}  # write -> its lane
+        woken: asyncio.Future[Any] | None = None
         ok = True
         try:
             while pending or (ok and buffer):
@@ -95,10 +96,12 @@ class Lanes:
                 waiting: set[asyncio.Future[Any]] = {*pending}
                 if ok and len(pending) < len(self._dbs):
                     wake.clear()  # the buffer holds fewer than min_batch rows now
-                    waiting.add(asyncio.ensure_future(wake.wait()))
+                    woken = asyncio.ensure_future(wake.wait())
+                    waiting.add(woken)
                 done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                for extra in waiting - pending.keys():
-                    extra.cancel()  # the wake, if it did not fire
+                if woken is not None:
+                    woken.cancel()  # if it did not fire
+                    woken = None
                 bug: BaseException | None = None
                 for task in done & pending.keys():
                     err = task.exception()
@@ -117,6 +120,8 @@ class Lanes:
         finally:
             # cancelled (the close's deadline) or a bug: no write outlives the drain, and
             # its rows stay in `_batches` for `take_all`
+            if woken is not None:
+                woken.cancel()
             for task in pending:
                 task.cancel()
             for task in pending:
