@@ -25,7 +25,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     h.set_defaults(func=hash_password_command)
 
     s = sub.add_parser("seed", help="write synthetic usage history into the ledger")
-    s.add_argument("--rows", type=int, default=100_000)
+    s.add_argument(
+        "--rows",
+        type=int,
+        default=100_000,
+        help="requests to write; past a million, the database copies a drawn million",
+    )
     s.add_argument("--days", type=int, default=75, help="history length, ending now")
     s.add_argument(
         "--end-users",

@@ -5,7 +5,8 @@ sizes, streaming share, which aliases and models it calls), a daily and weekly r
 growth over the period, a few failures, and one routing change half-way (with its audit
 row). Models, providers and weights come from the config, and every row is priced with
 `gateway.domain.pricing`, the same code the gateway uses, so every figure is consistent.
-Rows go in with COPY, in time order.
+Rows go in with COPY, in time order; past
+a million, the database copies a drawn sample (`gateway.devtools.seed_copies`).
 
 Seeded rows are marked: their request ids are UUIDs of version 8 (RFC 9562's "custom"
 version), which the gateway never issues (its ids are random version 4 UUIDs), so
@@ -29,12 +30,8 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from gateway.devtools.copy_rows import CopyLines
-from gateway.devtools.seed_attribution import (
-    DEFAULT_END_USERS,
-    SeedAttribution,
-    draw_attribution,
-)
+from gateway.devtools import seed_copies
+from gateway.devtools.seed_attribution import DEFAULT_END_USERS, SeedAttribution, draw_attribution
 from gateway.domain.config import Config
 from gateway.domain.pricing import PriceCatalog, TokenUsage
 from gateway.domain.usage_record import UsageRecord
@@ -269,8 +266,15 @@ def synthesize(
             end_user[i],
             session[i],
             tags[i],
-            None, None, None, None, None, None,  # quality signals; no experiment
-            None, None, None,  # standard tier, no web search calls, no fees
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,  # quality signals; no experiment
+            None,
+            None,
+            None,  # standard tier, no web search calls, no fees
         )
 
 
@@ -333,8 +337,11 @@ def seed_ledger(
     app_name: str | None = None,
     progress: Any = None,
     end_users: int = DEFAULT_END_USERS,
+    sample_rows: int = seed_copies.SAMPLE_ROWS,
 ) -> SeedReport:
-    """Write `rows` synthetic records ending at `end` (now), plus prices, keys, one change."""
+    """Write `rows` synthetic records ending at `end` (now), plus prices, keys, one change.
+    Past `sample_rows`, that many are drawn and the database copies them to `rows`
+    (`gateway.devtools.seed_copies`)."""
     from db.engine import libpq_url, make_engine
     from db.partitions.maintenance import ensure_partitions
     from db.price_sync import sync_prices
@@ -351,22 +358,20 @@ def seed_ledger(
         ensure_partitions(engine, since=end - dt.timedelta(days=days))
     finally:
         engine.dispose()
-    copy_sql = f"COPY usage_records ({', '.join(COLUMNS)}) FROM STDIN"
-    written = 0
-    lines: list[str] = []
     drawn: list[SeedAttribution] = []
-    render = CopyLines()
-    with psycopg.connect(libpq_url(url)) as conn, conn.cursor() as cur, cur.copy(copy_sql) as copy:
-        for row in synthesize(cfg, rows, days, end, keys, seed, end_users, drawn.append):
-            lines.append(render.line(row))
-            written += 1
-            if len(lines) == 10_000:
-                copy.write("\n".join(lines) + "\n")
-                lines.clear()
-            if progress and written % 100_000 == 0:
-                progress(written)
-        if lines:
-            copy.write("\n".join(lines) + "\n")
+    with psycopg.connect(libpq_url(url)) as conn:
+        target = seed_copies.create_sample_table(conn) if rows > sample_rows else "usage_records"
+        drawing = min(rows, sample_rows)
+        written = seed_copies.copy_lines(
+            conn,
+            target,
+            COLUMNS,
+            synthesize(cfg, drawing, days, end, keys, seed, end_users, drawn.append),
+            progress,
+        )
+        conn.commit()
+        if rows > sample_rows:
+            written = seed_copies.write_copies(conn, COLUMNS, rows, end, progress)
     switch = end - dt.timedelta(days=days / 2)
     change_id = record_routing_change(
         url,

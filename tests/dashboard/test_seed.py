@@ -187,3 +187,60 @@ def test_the_seed_command_takes_an_end_user_population_and_counts_what_it_wrote(
     written = int(summary.split("; ")[1].split(" distinct end users")[0].replace(",", ""))
     assert 100 < written < 2_700
     assert summary.endswith(" distinct end users, 50 distinct tag values")
+
+
+def _by_hour(engine, where: str) -> dict[tuple, tuple]:
+    q = (
+        "SELECT date_trunc('hour', started_at, 'UTC'), app, model, end_user, count(*),"
+        " coalesce(sum(prompt_tokens), 0), sum(actual_cost_usd), sum(ended_at - started_at)"
+        f" FROM usage_records WHERE {where} GROUP BY 1, 2, 3, 4"
+    )
+    with engine.connect() as conn:
+        return {tuple(r[:4]): tuple(r[4:]) for r in conn.execute(text(q))}
+
+
+def test_past_its_sample_the_database_copies_it_hour_for_hour(
+    database_url, ledger_engine, empty_usage
+):
+    # the sample alone first: the same seed draws the same rows, ids included
+    seed_ledger(database_url, CFG, 1000, days=6, end=END, seed=5, sample_rows=1000)
+    with ledger_engine.connect() as conn:
+        sample_ids = [str(r[0]) for r in conn.execute(text("SELECT request_id FROM usage_records"))]
+        sample_sessions = conn.execute(
+            text("SELECT count(DISTINCT session_id) FROM usage_records")
+        ).scalar()
+    sample = _by_hour(ledger_engine, "true")
+    assert remove_seeded(database_url) == 1000
+
+    report = seed_ledger(database_url, CFG, 3000, days=6, end=END, seed=5, sample_rows=1000)
+    assert report.rows == 3000
+    with ledger_engine.connect() as conn:
+        ids = [r[0] for r in conn.execute(text("SELECT request_id FROM usage_records"))]
+        latest = conn.execute(text("SELECT max(started_at) FROM usage_records")).scalar()
+        sessions = conn.execute(
+            text("SELECT count(DISTINCT session_id), count(session_id) FROM usage_records")
+        ).one()
+        rolled = conn.execute(text("SELECT sum(requests) FROM usage_rollup_user_daily")).scalar()
+        with_user = conn.execute(
+            text("SELECT count(*) FROM usage_records WHERE end_user IS NOT NULL")
+        ).scalar()
+    assert len(set(ids)) == 3000 and {i.version for i in ids} == {8}
+    assert latest < END
+    # two copies: in every hour, app, model and end user, twice the sample's requests,
+    # tokens, costs and durations (a copy keeps each row's hour and length)
+    ids_sql = ", ".join(f"'{i}'" for i in sample_ids)
+    assert _by_hour(ledger_engine, f"request_id IN ({ids_sql})") == sample
+    copies = _by_hour(ledger_engine, f"request_id NOT IN ({ids_sql})")
+    assert copies.keys() == sample.keys()
+    assert all(copies[k] == tuple(None if v is None else 2 * v for v in sample[k]) for k in sample)
+    # each copy's sessions are its own
+    distinct, carried = sessions
+    assert carried > 1000 and sample_sessions and distinct == 3 * sample_sessions
+    assert rolled == with_user  # the rollups folded every copy
+    assert remove_seeded(database_url) == 3000
+
+    # a last copy of part of the sample
+    report = seed_ledger(database_url, CFG, 2600, days=6, end=END, seed=5, sample_rows=1000)
+    assert report.rows == 2600
+    with ledger_engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM usage_records")).scalar() == 2600
