@@ -69,6 +69,17 @@ COUNT_NAMES = (
 MONEY_NAMES = ("actual_cost_usd", "list_cost_usd", "savings_usd")
 TABLES = tuple(DIMENSIONS)
 
+# Where these rollups come in the one order every writer folds in and every rebuild
+# locks in (`rollup_sql.fold_all_sql`, `all_tables`; one order: no deadlock between them),
+# the usage rollups between the two: first the rollups whose groups two concurrent
+# batches rarely share (an end user's day, a session, a price version's hour), last the
+# ones every batch of an hour shares (its tags, then the latency histograms). A batch
+# holds its groups' row locks until it commits, so another writer's batch (the writer's
+# other connection: gateway.ledger.lanes) waits at the first group they share: with the
+# shared folds last, for the end of a batch, not for most of it (issue 29).
+FOLD_FIRST = (USER_TABLE, SESSION_TABLE, USER_KIND_TABLE)
+FOLD_LAST = (TAG_TABLE,)
+
 
 def key(table: str) -> tuple[str, ...]:
     return ("bucket", *DIMENSIONS[table])

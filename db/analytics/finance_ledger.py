@@ -318,7 +318,10 @@ def latest_version_lookup(versions: Mapping[uuid.UUID, PriceVersion]) -> Version
 
 
 def whatif_rows(
-    engine_or_url: Engine | str | None, start: dt.date, end: dt.date, scenario: Scenario,
+    engine_or_url: Engine | str | None,
+    start: dt.date,
+    end: dt.date,
+    scenario: Scenario,
     team: str | None = None,
 ) -> list[WhatIfRow]:
     """The period's priced groups re-priced under `scenario` (`gateway.finance.whatif`);

@@ -15,8 +15,7 @@ from typing import Literal
 from db.analytics import attribution_sql, latency_sql
 
 Grain = Literal["hour", "day"]
-# the latency rollups (db.analytics.latency_sql), named here too: callers reach every
-# rollup from this module
+# the latency rollups (db.analytics.latency_sql): callers reach every rollup from here
 LATENCY_TABLES = latency_sql.LATENCY_TABLES
 LATENCY_DIMENSIONS = latency_sql.LATENCY_DIMENSIONS
 BINS_PER_LN = latency_sql.BINS_PER_LN
@@ -221,21 +220,6 @@ def fold_attribution_sql(
     return [attribution_sql.fold_sql(t, source, COUNTS, MONEY) for t in tables]
 
 
-# The order every writer folds in, and every rebuild locks in (one order: no deadlock
-# between them): the rollups whose groups two concurrent batches rarely share (an end
-# user's day, a session, a price version's hour) first, the ones every batch of an hour
-# shares (its tags, its latency histograms) last. A batch holds its groups' row locks
-# until it commits, so another writer's batch (the writer's other connection:
-# gateway.ledger.lanes) waits at the first group they share: with the shared folds
-# last, for the end of a batch, not for most of it (issue 29).
-_FIRST = (
-    attribution_sql.USER_TABLE,
-    attribution_sql.SESSION_TABLE,
-    attribution_sql.USER_KIND_TABLE,
-)
-_LAST = (attribution_sql.TAG_TABLE,)
-
-
 def fold_all_sql(source: str, attribution: bool = True, keyed: bool = True) -> list[str]:
     """Every fold for `source` as PL/pgSQL statements, in the one order every writer takes.
     `attribution`: False for migration 0006, which predates those rollups; `keyed`:
@@ -244,12 +228,8 @@ def fold_all_sql(source: str, attribution: bool = True, keyed: bool = True) -> l
     latency = latency_sql.fold_latency_hour_and_day_sql(source)
     if not attribution:
         return [usage, latency]
-    return [
-        *fold_attribution_sql(source, _FIRST),
-        usage,
-        *fold_attribution_sql(source, _LAST),
-        latency,
-    ]
+    first = fold_attribution_sql(source, attribution_sql.FOLD_FIRST)
+    return [*first, usage, *fold_attribution_sql(source, attribution_sql.FOLD_LAST), latency]
 
 
 def _fold_usage_by_span(source: str, keyed: bool) -> str:
@@ -378,7 +358,8 @@ def all_tables(attribution: bool = True) -> list[str]:
     """Every rollup table, in the one order locks are taken."""
     if not attribution:
         return [*USAGE_TABLES.values(), *LATENCY_TABLES.values()]
-    return [*_FIRST, *USAGE_TABLES.values(), *_LAST, *LATENCY_TABLES.values()]
+    first, last = attribution_sql.FOLD_FIRST, attribution_sql.FOLD_LAST
+    return [*first, *USAGE_TABLES.values(), *last, *LATENCY_TABLES.values()]
 
 
 def function_sql(attribution: bool = True, keyed: bool = True) -> list[str]:

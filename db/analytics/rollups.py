@@ -109,9 +109,7 @@ def status(engine: Engine) -> RollupStatus:
             text(f"SELECT count(*), coalesce(sum(requests), 0) FROM {USAGE_TABLES['day']}")
         ).one()
         pruned = conn.execute(text(f"SELECT pruned_before FROM {STATE_TABLE}")).scalar_one()
-    return RollupStatus(
-        int(raw), first, last, int(hourly), int(daily), int(requests), pruned
-    )
+    return RollupStatus(int(raw), first, last, int(hourly), int(daily), int(requests), pruned)
 
 
 def drop_weeks_before(engine: Engine, before: dt.datetime) -> tuple[list[str], int]:

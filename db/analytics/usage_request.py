@@ -372,5 +372,9 @@ def build_page(query: UsageQuery, rows: Iterable[Mapping[str, Any]]) -> dict[str
             bucket["results_omitted"] = groups.get(s, 0) - len(results)
         data.append(bucket)
     following = query.next_page()
-    return {"object": "page", "data": data, "has_more": following is not None,
-            "next_page": following}
+    return {
+        "object": "page",
+        "data": data,
+        "has_more": following is not None,
+        "next_page": following,
+    }
