@@ -1,8 +1,9 @@
 """Seeding past what Python draws quickly: the database copies a drawn sample.
 
 `costgate seed` draws every row in Python (the draws, the pricing by the gateway's own
-catalog, a COPY line): about 200 µs a row here, so 50,000,000 rows would take almost
-three hours, and its draws for all of them at once would not fit in memory. Past
+catalog, a COPY line): a million rows took 211.7 s here (docs/ROLLUPS.md), so 50,000,000
+would take about three hours, and `synthesize` holds nine random floats per row as
+Python lists (some 14 GB at 50,000,000 rows) before the first row. Past
 `SAMPLE_ROWS` it draws a sample of that many rows over the whole period (the same
 rhythm, growth, failures, prices, end users and tags) into a temporary table, and the
 database writes the ledger as copies of the sample, one `INSERT … SELECT` each:

@@ -73,8 +73,8 @@ class Lanes:
     ) -> bool:
         """Write `buffer` out, up to one batch per lane in flight, until it is empty and
         every write has ended; `accepted` is told each batch's committed rows as it ends.
-        False when the database failed: the failed batches' rows
-        are back at the buffer's front and no new batch was started after the failure.
+        False when the database failed: the failed batches' rows are back at the buffer's
+        front and no new batch was started after the failure.
 
         A lane idle beside a busy one starts only with `min_batch` rows or more (`wake`
         is set when the buffer reaches them): a few rows are cheaper in the next batch
