@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -19,7 +20,11 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
+from db.analytics.rollups import drop_weeks_before
 from db.keys import create_key
+from db.partitions.sql import week_name
+from tests.fixtures.ledger_writes import write_records
+from tests.fixtures.metric_records import make_record
 
 pytestmark = pytest.mark.ray
 
@@ -167,6 +172,54 @@ def test_database_outage_of_30_s_loses_no_row_and_fails_no_request(gateway, sim)
             "SELECT count(*) - count(DISTINCT request_id) FROM usage_records")).scalar()
     engine.dispose()
     assert dupes == 0
+
+
+def test_dropping_old_weeks_while_the_gateway_writes_loses_no_row(gateway, sim):
+    """Retention drops whole weeks (an ACCESS EXCLUSIVE lock on the ledger for each DROP)
+    while the replicas' writers write: every answered request still has its row, and the
+    rollups keep the dropped weeks' totals."""
+    engine = create_engine(gateway.database_url)
+    # two weeks long before any other test's rows, each a partition of its own
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    monday = today - dt.timedelta(days=today.weekday() + 7 * 52 * 3)
+    weeks = [monday, monday + dt.timedelta(days=7)]
+    app = f"drop-history-{uuid.uuid4().hex[:8]}"
+    with engine.begin() as conn:
+        for start in weeks:
+            end = start + dt.timedelta(days=7)  # DDL takes no parameters: our own instants
+            conn.execute(text(f"CREATE TABLE {week_name(start.date())} PARTITION OF usage_records"
+                              f" FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"))
+        pruned_before = conn.execute(text("SELECT pruned_before FROM usage_rollup_state")).scalar()
+    history = [make_record(app=app, started_at=monday + dt.timedelta(hours=5 * i),
+                           ended_at=monday + dt.timedelta(hours=5 * i, seconds=1))
+               for i in range(60)]  # fmt: skip
+    write_records(gateway.database_url, history)
+    results: list[dict[str, Any]] = []
+    load = threading.Thread(target=_load, args=(gateway, 10.0, results, 8))
+    load.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(results) < 40 and time.monotonic() < deadline:  # the writers are busy
+            time.sleep(0.05)
+        dropped, rows = drop_weeks_before(engine, weeks[-1] + dt.timedelta(days=7))
+        during = len(results)
+    finally:
+        load.join(90)
+        with engine.begin() as conn:  # the retention horizon as other tests knew it
+            conn.execute(text("UPDATE usage_rollup_state SET pruned_before = :p"),
+                         {"p": pruned_before})
+    assert not load.is_alive()
+    assert dropped == [week_name(w.date()) for w in weeks] and rows == len(history)
+    assert len(results) > during  # requests went on after the drops
+    assert all(r["status"] == 200 for r in results), [r for r in results if r["status"] != 200]
+    ids = [r["id"] for r in results]
+    assert set(wait_rows(gateway, ids)) == set(ids)
+    with engine.connect() as conn:
+        raw = conn.execute(text("SELECT count(*) FROM usage_records WHERE app = :a"), {"a": app})
+        kept = conn.execute(text("SELECT sum(requests) FROM usage_rollup_daily WHERE app = :a"),
+                            {"a": app})
+        assert (raw.scalar(), kept.scalar()) == (0, len(history))
+    engine.dispose()
 
 
 def _spooled(spool: Path, ids: set[str]) -> dict[str, Path]:
