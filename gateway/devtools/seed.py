@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from gateway.devtools import seed_copies
+from gateway.devtools import seed_attribution, seed_copies
 from gateway.devtools.seed_attribution import DEFAULT_END_USERS, SeedAttribution, draw_attribution
 from gateway.domain.config import Config
 from gateway.domain.pricing import PriceCatalog, TokenUsage
@@ -371,7 +371,8 @@ def seed_ledger(
         )
         conn.commit()
         if rows > sample_rows:
-            written = seed_copies.write_copies(conn, COLUMNS, rows, end, progress)
+            sizes = seed_attribution.populations(end_users, [a.share for a in APPS])
+            written = seed_copies.write_copies(conn, COLUMNS, rows, end, progress, sizes)
     switch = end - dt.timedelta(days=days / 2)
     change_id = record_routing_change(
         url,

@@ -13,8 +13,12 @@ database writes the ledger as copies of the sample, one `INSERT … SELECT` each
   past the history's end, and its duration;
 - it gets a fresh seeded request id (version 8, `seed.SEEDED_SQL`), and its own session
   (the source's session id with the copy's number appended);
-- its app, key, end user, tags, model, tokens and costs are the source's: the ledger's
-  end users make proportionally more requests than the sample's.
+- its end user is the source's stand-in in this copy
+  (`seed_attribution.stand_in_rank`): the heaviest customers are themselves in every
+  copy, a tail customer is another customer of the same rank block and plan, so the
+  copies reach the tail of the population that the sample missed (and the end-user
+  rollups grow as fifty draws would make them), with each session still one customer's;
+- its app, key, tags, model, tokens and costs are the source's.
 
 Every copy is its own transaction, so the insert trigger folds the rollups once per copy
 (docs/ROLLUPS.md); the last copy takes a random part of the sample to reach `rows`.
@@ -23,15 +27,18 @@ Every copy is its own transaction, so the insert trigger folds the rollups once 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from gateway.devtools.copy_rows import CopyLines
+from gateway.devtools.seed_attribution import copy_stand_ins
 
 SAMPLE_TABLE = "seed_sample"
+# (customer, stand-in) for the copy being written: only customers who are not themselves
+STAND_INS_TABLE = "seed_stand_ins"
 # rows drawn in Python before the database copies them: about 200 s of drawing here
 SAMPLE_ROWS = 1_000_000
 
@@ -83,11 +90,13 @@ def _copy_sql(columns: tuple[str, ...], part: bool) -> sql.Composed:
         "session_id": sql.SQL("s.session_id || '-' || {copy}::text").format(
             copy=sql.Placeholder("copy")
         ),
+        "end_user": sql.SQL("coalesce(m.stand_in, s.end_user)"),
     }
     values = [exprs.get(c, sql.SQL("s.{}").format(sql.Identifier(c))) for c in columns]
     source = sql.SQL("(SELECT * FROM {} ORDER BY random() LIMIT %(rows)s)" if part else "{}")
     return sql.SQL(
         "INSERT INTO usage_records ({cols}) SELECT {values} FROM {source} AS s"
+        " LEFT JOIN {stand_ins} AS m ON m.customer = s.end_user"
         " CROSS JOIN LATERAL (SELECT h.h + random() * (least(h.h + interval '1 hour',"
         " %(end)s::timestamptz) - h.h) AS t"
         " FROM (SELECT date_trunc('hour', s.started_at, 'UTC') AS h) AS h) AS x"
@@ -95,6 +104,7 @@ def _copy_sql(columns: tuple[str, ...], part: bool) -> sql.Composed:
         cols=sql.SQL(", ").join(sql.Identifier(c) for c in columns),
         values=sql.SQL(", ").join(values),
         source=source.format(sql.Identifier(SAMPLE_TABLE)),
+        stand_ins=sql.Identifier(STAND_INS_TABLE),
     )
 
 
@@ -104,9 +114,12 @@ def write_copies(
     rows: int,
     end: dt.datetime,
     progress: Callable[[int], None] | None = None,
+    populations: Sequence[int] = (),
 ) -> int:
     """The sample itself, then copies of it until the ledger holds `rows` more rows; each
-    in a transaction of its own. Returns the rows written."""
+    in a transaction of its own. `populations`: the apps' customer counts
+    (`seed_attribution.populations`; none: every customer stands for themselves).
+    Returns the rows written."""
     sample = conn.execute(
         sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(SAMPLE_TABLE))
     ).fetchone()
@@ -120,11 +133,27 @@ def write_copies(
             s=sql.Identifier(SAMPLE_TABLE),
         )
     )
+    customers = [
+        u for (u,) in conn.execute(
+            sql.SQL("SELECT DISTINCT end_user FROM {} WHERE end_user IS NOT NULL").format(
+                sql.Identifier(SAMPLE_TABLE))
+        )
+    ]  # fmt: skip
+    conn.execute(
+        sql.SQL(
+            "CREATE TEMP TABLE IF NOT EXISTS {} (customer text PRIMARY KEY, stand_in text)"
+        ).format(sql.Identifier(STAND_INS_TABLE))
+    )
     conn.commit()
     written, copy = size, 0
     whole, part = _copy_sql(columns, part=False), _copy_sql(columns, part=True)
     while written < rows:
         copy += 1
+        conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(STAND_INS_TABLE)))
+        if populations:
+            pairs = copy_stand_ins(customers, populations, copy)
+            copy_lines(conn, STAND_INS_TABLE, ("customer", "stand_in"), pairs)
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(STAND_INS_TABLE)))
         n = min(size, rows - written)
         params: dict[str, Any] = {"copy": copy, "end": end}
         if n < size:

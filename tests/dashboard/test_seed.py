@@ -191,12 +191,12 @@ def test_the_seed_command_takes_an_end_user_population_and_counts_what_it_wrote(
 
 def _by_hour(engine, where: str) -> dict[tuple, tuple]:
     q = (
-        "SELECT date_trunc('hour', started_at, 'UTC'), app, model, end_user, count(*),"
+        "SELECT date_trunc('hour', started_at, 'UTC'), app, model, count(*),"
         " coalesce(sum(prompt_tokens), 0), sum(actual_cost_usd), sum(ended_at - started_at)"
-        f" FROM usage_records WHERE {where} GROUP BY 1, 2, 3, 4"
+        f" FROM usage_records WHERE {where} GROUP BY 1, 2, 3"
     )
     with engine.connect() as conn:
-        return {tuple(r[:4]): tuple(r[4:]) for r in conn.execute(text(q))}
+        return {tuple(r[:3]): tuple(r[3:]) for r in conn.execute(text(q))}
 
 
 def test_past_its_sample_the_database_copies_it_hour_for_hour(
@@ -226,8 +226,9 @@ def test_past_its_sample_the_database_copies_it_hour_for_hour(
         ).scalar()
     assert len(set(ids)) == 3000 and {i.version for i in ids} == {8}
     assert latest < END
-    # two copies: in every hour, app, model and end user, twice the sample's requests,
-    # tokens, costs and durations (a copy keeps each row's hour and length)
+    # two copies: in every hour, app and model, twice the sample's requests, tokens, costs
+    # and durations (a copy keeps each row's hour and length; its customers are the
+    # sample's or their stand-ins: the next test)
     ids_sql = ", ".join(f"'{i}'" for i in sample_ids)
     assert _by_hour(ledger_engine, f"request_id IN ({ids_sql})") == sample
     copies = _by_hour(ledger_engine, f"request_id NOT IN ({ids_sql})")
@@ -244,3 +245,40 @@ def test_past_its_sample_the_database_copies_it_hour_for_hour(
     assert report.rows == 2600
     with ledger_engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM usage_records")).scalar() == 2600
+
+
+def test_copies_reach_customers_the_sample_missed_and_keep_each_plan_and_session_whole(
+    database_url, ledger_engine, empty_usage
+):
+    report = seed_ledger(
+        database_url, CFG, 3000, days=6, end=END, seed=5, sample_rows=1000, end_users=60_000
+    )
+    assert report.rows == 3000
+    q = {
+        # rows and distinct end users of the sample (copy 0) and of each copy
+        "per_copy": "SELECT coalesce(substring(session_id from '-([0-9]+)$'), '0') AS copy,"
+        " count(*), count(DISTINCT end_user) FROM usage_records WHERE session_id IS NOT NULL"
+        " GROUP BY 1 ORDER BY 1",
+        "users": "SELECT count(DISTINCT end_user) FROM usage_records",
+        "sample_users": "SELECT count(DISTINCT end_user) FROM usage_records"
+        " WHERE session_id !~ '-[0-9]+$'",
+        # a customer's plan tag is their rank's, in every copy
+        "plans": "SELECT max(n) FROM (SELECT count(DISTINCT tags->>'plan') AS n"
+        " FROM usage_records WHERE end_user IS NOT NULL GROUP BY end_user) AS p",
+        # a session is still one customer's
+        "sessions": "SELECT max(n) FROM (SELECT count(DISTINCT end_user) AS n"
+        " FROM usage_records WHERE session_id IS NOT NULL GROUP BY session_id) AS s",
+        "rolled": "SELECT sum(requests) FROM usage_rollup_user_daily",
+        "with_user": "SELECT count(*) FROM usage_records WHERE end_user IS NOT NULL",
+    }
+    with ledger_engine.connect() as conn:
+        got = {k: conn.execute(text(v)).all() for k, v in q.items()}
+    per_copy = got["per_copy"]
+    assert [c for c, _, _ in per_copy] == ["0", "1", "2"]
+    # each copy has the sample's rows and as many customers (a bijection), not the same
+    assert len({(n, users) for _, n, users in per_copy}) == 1
+    sample_users = got["sample_users"][0][0]
+    assert got["users"][0][0] > 1.2 * sample_users
+    assert got["plans"][0][0] == 1 and got["sessions"][0][0] == 1
+    assert got["rolled"] == got["with_user"]
+    assert remove_seeded(database_url) == 3000

@@ -6,11 +6,16 @@ import numpy as np
 
 from gateway.devtools.seed_attribution import (
     FEATURES,
+    HEAD_RANKS,
     MAX_SESSION,
+    copy_stand_ins,
+    customer_index,
     draw_attribution,
     end_user_id,
+    plan_of,
     populations,
     session_lengths,
+    stand_in_rank,
     zipf_ranks,
 )
 
@@ -120,3 +125,33 @@ def test_no_end_users_means_internal_jobs_only():
     _, drawn = _draw(1_000, 0)
     assert drawn.distinct_end_users == 0
     assert set(drawn.end_users) == {None} and set(drawn.sessions) == {None}
+
+
+def test_a_copy_turns_each_tail_customer_into_another_of_their_block_and_plan():
+    n = 20_000
+    for copy in (1, 2, 49):
+        turned = [stand_in_rank(r, n, copy) for r in range(n)]
+        assert sorted(turned) == list(range(n))  # no two customers merge in a copy
+        assert turned[:HEAD_RANKS] == list(range(HEAD_RANKS))  # the head stays itself
+        ranks = np.arange(n)
+        assert (plan_of(ranks, n) == plan_of(np.asarray(turned), n)).all()
+        # within the rank's dyadic block: Zipf weights within a factor of two
+        assert all((r + 1).bit_length() == (t + 1).bit_length() for r, t in enumerate(turned))
+    assert [stand_in_rank(r, n, 0) for r in range(n)] == list(range(n))
+    # fifty copies of the customers a sample saw reach most of the tail it missed
+    seen = range(HEAD_RANKS, n, 5)
+    reached = {stand_in_rank(r, n, c) for r in seen for c in range(50)}
+    assert len(reached) > 0.9 * (n - HEAD_RANKS)
+
+
+def test_stand_ins_map_customer_ids_within_their_app():
+    sizes = populations(100_000, SHARES)
+    users = [end_user_id(i) for i in (0, 5, 31_999, 32_000 + 1_500, 99_999)]
+    assert [customer_index(u) for u in users] == [0, 5, 31_999, 33_500, 99_999]
+    pairs = dict(copy_stand_ins(users, sizes, 7))
+    assert end_user_id(0) not in pairs and end_user_id(5) not in pairs  # the head
+    for user, stand_in in pairs.items():
+        index, other = customer_index(user), customer_index(stand_in)
+        assert other != index
+        assert (index < 32_000) == (other < 32_000)  # the same app's population
+    assert end_user_id(31_999) in pairs and end_user_id(33_500) in pairs
