@@ -5,8 +5,7 @@ sizes, streaming share, which aliases and models it calls), a daily and weekly r
 growth over the period, a few failures, and one routing change half-way (with its audit
 row). Models, providers and weights come from the config, and every row is priced with
 `gateway.domain.pricing`, the same code the gateway uses, so every figure is consistent.
-Rows go in with COPY, in time order; past
-a million, the database copies a drawn sample (`gateway.devtools.seed_copies`).
+Rows go in with COPY, in time order; past a million, the database copies a drawn sample.
 
 Seeded rows are marked: their request ids are UUIDs of version 8 (RFC 9562's "custom"
 version), which the gateway never issues (its ids are random version 4 UUIDs), so
@@ -370,9 +369,10 @@ def seed_ledger(
             progress,
         )
         conn.commit()
+        reached = 0  # distinct end users, when the database copies the sample
         if rows > sample_rows:
             sizes = seed_attribution.populations(end_users, [a.share for a in APPS])
-            written = seed_copies.write_copies(conn, COLUMNS, rows, end, progress, sizes)
+            written, reached = seed_copies.write_copies(conn, COLUMNS, rows, end, progress, sizes)
     switch = end - dt.timedelta(days=days / 2)
     change_id = record_routing_change(
         url,
@@ -395,6 +395,6 @@ def seed_ledger(
         end=end,
         apps=len(APPS),
         keys=sum(len(v) for v in keys.values()),
-        end_users=drawn[0].distinct_end_users if drawn else 0,
+        end_users=reached or (drawn[0].distinct_end_users if drawn else 0),
         tag_values=drawn[0].distinct_tag_values if drawn else 0,
     )

@@ -80,6 +80,10 @@ def copy_lines(
     return written
 
 
+# the last copy's part of the sample: its first rows by request id, which are random
+_PART, _PART_END = "SELECT ", " FROM {} ORDER BY request_id LIMIT %(rows)s"
+
+
 def _copy_sql(columns: tuple[str, ...], part: bool) -> sql.Composed:
     """One copy of the sample (`part`: of a random part of it, its size a parameter)."""
     # one instant per row (random() runs once in the lateral subquery), used by both ends
@@ -93,7 +97,7 @@ def _copy_sql(columns: tuple[str, ...], part: bool) -> sql.Composed:
         "end_user": sql.SQL("coalesce(m.stand_in, s.end_user)"),
     }
     values = [exprs.get(c, sql.SQL("s.{}").format(sql.Identifier(c))) for c in columns]
-    source = sql.SQL("(SELECT * FROM {} ORDER BY random() LIMIT %(rows)s)" if part else "{}")
+    source = sql.SQL(f"({_PART}*{_PART_END})" if part else "{}")
     return sql.SQL(
         "INSERT INTO usage_records ({cols}) SELECT {values} FROM {source} AS s"
         " LEFT JOIN {stand_ins} AS m ON m.customer = s.end_user"
@@ -115,17 +119,17 @@ def write_copies(
     end: dt.datetime,
     progress: Callable[[int], None] | None = None,
     populations: Sequence[int] = (),
-) -> int:
+) -> tuple[int, int]:
     """The sample itself, then copies of it until the ledger holds `rows` more rows; each
     in a transaction of its own. `populations`: the apps' customer counts
     (`seed_attribution.populations`; none: every customer stands for themselves).
-    Returns the rows written."""
+    Returns the rows written and the distinct end users they hold."""
     sample = conn.execute(
         sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(SAMPLE_TABLE))
     ).fetchone()
     size = int(sample[0]) if sample else 0
     if size == 0:
-        return 0
+        return 0, 0
     # the sample as drawn first (copy 0: its own request ids and sessions)
     conn.execute(
         sql.SQL("INSERT INTO usage_records ({c}) SELECT {c} FROM {s}").format(
@@ -133,12 +137,8 @@ def write_copies(
             s=sql.Identifier(SAMPLE_TABLE),
         )
     )
-    customers = [
-        u for (u,) in conn.execute(
-            sql.SQL("SELECT DISTINCT end_user FROM {} WHERE end_user IS NOT NULL").format(
-                sql.Identifier(SAMPLE_TABLE))
-        )
-    ]  # fmt: skip
+    customers = _customers(conn, "{}")
+    reached = set(customers)
     conn.execute(
         sql.SQL(
             "CREATE TEMP TABLE IF NOT EXISTS {} (customer text PRIMARY KEY, stand_in text)"
@@ -149,12 +149,14 @@ def write_copies(
     whole, part = _copy_sql(columns, part=False), _copy_sql(columns, part=True)
     while written < rows:
         copy += 1
-        conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(STAND_INS_TABLE)))
-        if populations:
-            pairs = copy_stand_ins(customers, populations, copy)
-            copy_lines(conn, STAND_INS_TABLE, ("customer", "stand_in"), pairs)
-        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(STAND_INS_TABLE)))
         n = min(size, rows - written)
+        conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(STAND_INS_TABLE)))
+        users = customers if n == size else _customers(conn, f"({_PART}end_user{_PART_END})", n)
+        pairs = copy_stand_ins(users, populations, copy) if populations else []
+        copy_lines(conn, STAND_INS_TABLE, ("customer", "stand_in"), pairs)
+        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(STAND_INS_TABLE)))
+        turned = dict(pairs)
+        reached.update(turned.get(u, u) for u in users)
         params: dict[str, Any] = {"copy": copy, "end": end}
         if n < size:
             params["rows"] = n
@@ -162,4 +164,11 @@ def write_copies(
         conn.commit()
         if progress:
             progress(written)
-    return written
+    return written, len(reached)
+
+
+def _customers(conn: psycopg.Connection[Any], source: str, rows: int = 0) -> list[str]:
+    """The distinct end users of `source` (a relation over the sample, `{}` its name)."""
+    query = sql.SQL("SELECT DISTINCT end_user FROM " + source + " AS s WHERE end_user IS NOT NULL")
+    params = {"rows": rows} if rows else None
+    return [u for (u,) in conn.execute(query.format(sql.Identifier(SAMPLE_TABLE)), params)]

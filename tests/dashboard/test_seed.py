@@ -245,6 +245,9 @@ def test_past_its_sample_the_database_copies_it_hour_for_hour(
     assert report.rows == 2600
     with ledger_engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM usage_records")).scalar() == 2600
+        # the report counts the end users of the part copied last too
+        users = conn.execute(text("SELECT count(DISTINCT end_user) FROM usage_records"))
+        assert report.end_users == users.scalar()
 
 
 def test_copies_reach_customers_the_sample_missed_and_keep_each_plan_and_session_whole(
@@ -279,6 +282,7 @@ def test_copies_reach_customers_the_sample_missed_and_keep_each_plan_and_session
     assert len({(n, users) for _, n, users in per_copy}) == 1
     sample_users = got["sample_users"][0][0]
     assert got["users"][0][0] > 1.2 * sample_users
+    assert report.end_users == got["users"][0][0]
     assert got["plans"][0][0] == 1 and got["sessions"][0][0] == 1
     assert got["rolled"] == got["with_user"]
     assert remove_seeded(database_url) == 3000
