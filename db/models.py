@@ -144,6 +144,10 @@ class UsageRow(Base):
         Index("ix_usage_records_app_started_at", "app", "started_at"),
         Index("ix_usage_records_end_user_started_at", "end_user", "started_at",  # budgets, erasure
               postgresql_where=text("end_user IS NOT NULL")),  # fmt: skip
+        # the few rows with web searches: What-if and FOCUS add their fees from raw rows,
+        # which without it read a whole period (2.3 s for 30 days at 50M rows, issue 29)
+        Index("ix_usage_records_web_search_started_at", "started_at",
+              postgresql_where=text("web_search_calls > 0")),  # fmt: skip
         {"postgresql_partition_by": "RANGE (started_at)"},
     )
 
