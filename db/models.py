@@ -144,9 +144,7 @@ class UsageRow(Base):
         Index("ix_usage_records_app_started_at", "app", "started_at"),
         Index("ix_usage_records_end_user_started_at", "end_user", "started_at",  # budgets, erasure
               postgresql_where=text("end_user IS NOT NULL")),  # fmt: skip
-        # the few rows with web searches: What-if and FOCUS add their fees from raw rows,
-        # which without it read a whole period (2.3 s for 30 days at 50M rows, issue 29)
-        Index("ix_usage_records_web_search_started_at", "started_at",
+        Index("ix_usage_records_web_search_started_at", "started_at",  # What-if's fees
               postgresql_where=text("web_search_calls > 0")),  # fmt: skip
         {"postgresql_partition_by": "RANGE (started_at)"},
     )
@@ -338,8 +336,7 @@ class BudgetLease(Base):
 
     `held_usd` is reserved for that holder until `expires_at` (renewed on every sync; a
     dead replica's hold lapses). `settled_usd` is the actual cost the holder has reported
-    so far this period, ahead of the ledger's batched writes (see docs/BUDGETS.md).
-    """
+    so far this period, ahead of the ledger's batched writes (see docs/BUDGETS.md)."""
 
     __tablename__ = "budget_leases"
 
@@ -360,8 +357,7 @@ class LimitBucket(Base):
     """A token bucket shared by every replica (a key's or a model's rpm or tpm).
 
     `level` is what was left at `updated_at`; it refills at capacity per minute up to
-    capacity. Replicas take slices out of it and put back what they did not use.
-    """
+    capacity. Replicas take slices out of it and put back what they did not use."""
 
     __tablename__ = "limit_buckets"
 
