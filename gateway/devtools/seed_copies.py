@@ -80,8 +80,10 @@ def copy_lines(
     return written
 
 
-# the last copy's part of the sample: its first rows by request id, which are random
-_PART, _PART_END = "SELECT ", " FROM {} ORDER BY request_id LIMIT %(rows)s"
+def _first_rows(select: str) -> str:
+    """The last copy's part of the sample (`{}`): its first %(rows)s rows by request id,
+    which are random, and the same for the copy and for counting its customers."""
+    return f"(SELECT {select} FROM {{}} ORDER BY request_id LIMIT %(rows)s)"
 
 
 def _copy_sql(columns: tuple[str, ...], part: bool) -> sql.Composed:
@@ -97,7 +99,7 @@ def _copy_sql(columns: tuple[str, ...], part: bool) -> sql.Composed:
         "end_user": sql.SQL("coalesce(m.stand_in, s.end_user)"),
     }
     values = [exprs.get(c, sql.SQL("s.{}").format(sql.Identifier(c))) for c in columns]
-    source = sql.SQL(f"({_PART}*{_PART_END})" if part else "{}")
+    source = sql.SQL(_first_rows("*") if part else "{}")
     return sql.SQL(
         "INSERT INTO usage_records ({cols}) SELECT {values} FROM {source} AS s"
         " LEFT JOIN {stand_ins} AS m ON m.customer = s.end_user"
@@ -150,12 +152,13 @@ def write_copies(
     while written < rows:
         copy += 1
         n = min(size, rows - written)
-        conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(STAND_INS_TABLE)))
-        users = customers if n == size else _customers(conn, f"({_PART}end_user{_PART_END})", n)
-        pairs = copy_stand_ins(users, populations, copy) if populations else []
-        copy_lines(conn, STAND_INS_TABLE, ("customer", "stand_in"), pairs)
-        conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(STAND_INS_TABLE)))
-        turned = dict(pairs)
+        users = customers if n == size else _customers(conn, _first_rows("end_user"), n)
+        turned: dict[str, str] = {}
+        if populations:  # else the table stays empty: every customer is themselves
+            turned = dict(copy_stand_ins(users, populations, copy))
+            conn.execute(sql.SQL("TRUNCATE {}").format(sql.Identifier(STAND_INS_TABLE)))
+            copy_lines(conn, STAND_INS_TABLE, ("customer", "stand_in"), turned.items())
+            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(STAND_INS_TABLE)))
         reached.update(turned.get(u, u) for u in users)
         params: dict[str, Any] = {"copy": copy, "end": end}
         if n < size:
