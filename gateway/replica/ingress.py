@@ -55,6 +55,7 @@ class Gateway:
         from gateway.domain.config import load_config
         from gateway.domain.openai_errors import OpenAIError
         from gateway.ledger.writer import RecordWriter
+        from gateway.metrics import serve_logs
         from gateway.metrics.replica import ReplicaMetrics, render_metrics, replica_ledgers
         from gateway.replica import serve_headers
         from gateway.replica.exchange import MetricsHooks, RecordSink
@@ -62,6 +63,7 @@ class Gateway:
         from gateway.replica.service import GatewayService
 
         serve_headers.install()
+        serve_logs.install()
 
         cfg = load_config(config_path)
         context = serve.get_replica_context()

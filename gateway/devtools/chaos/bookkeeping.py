@@ -98,6 +98,7 @@ def finish(ctx: Context, name: str, outcomes: Sequence[Outcome], since: dt.datet
     if acc.lost:
         result.notes.append(f"lost request ids (first 5 of {acc.lost_count}): "
                             f"{', '.join(acc.lost[:5])}")
+        result.notes.extend(_lost_details(ctx, outcomes, acc, since))
     if acc.differing:
         answers = {o.request_id: o for o in outcomes if o.request_id}
         shown = [f"{rid} (answer {answers[rid].status}{' stream' if answers[rid].stream else ''}"
@@ -122,6 +123,21 @@ def finish(ctx: Context, name: str, outcomes: Sequence[Outcome], since: dt.datet
     if errors:
         result.notes.append(f"client errors: {', '.join(errors)}")
     return result, acc
+
+
+def _lost_details(ctx: Context, outcomes: Sequence[Outcome], acc: Accounting,
+                  since: dt.datetime) -> list[str]:
+    """What is known of lost rows' requests, and what Serve's controller did to replicas
+    meanwhile: the next failure then says where to look."""
+    t0 = since.timestamp()
+    by_id = {o.request_id: o for o in outcomes if o.request_id}
+    shown = [f"{rid} ({'stream' if o.stream else 'not streamed'}, sent +{o.started - t0:.1f} s, "
+             f"answered +{o.ended - t0:.1f} s)"
+             for rid in acc.lost[:5] if (o := by_id.get(rid)) is not None]  # fmt: skip
+    notes = [f"lost requests: {', '.join(shown)}"] if shown else []
+    events = ctx.stack.controller_events(t0)
+    notes.append(f"Serve's controller on replicas meanwhile: {'; '.join(events[-5:]) or 'nothing'}")
+    return notes
 
 
 def expect(result: ScenarioResult, ok: bool, failure: str) -> None:

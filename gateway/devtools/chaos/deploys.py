@@ -176,7 +176,7 @@ def disk_full(ctx: Context) -> ScenarioResult:
         # `costgate up` cannot run now (it migrates and syncs prices first): Serve's API
         # directly. New args: every replica closes with rows it can put nowhere yet
         _redeploy_same(stack)
-        stack.wait_replicas(len(before), exclude=frozenset(on_disk), timeout_s=180)
+        on_tmpfs = stack.wait_replicas(len(before), exclude=frozenset(on_disk), timeout_s=180)
         used, total = disk.usage()
         files = disk.files()
         proxy.unblock()
@@ -196,8 +196,15 @@ def disk_full(ctx: Context) -> ScenarioResult:
     expect(result, acc.lost_count == 0 and dropped == 0,
            f"{acc.lost_count} answered requests lost their rows ({dropped:.0f} counted as "
            "dropped by the writers)")
-    # back on the real disk, so that what the replicas hold is not in a detached tmpfs
+    # back on the real disk. The replicas on the tmpfs keep it (the unmount was lazy), full,
+    # their journal stopped: they are waited out, so that none answers the next scenario
+    # (rows it held in memory only, with its spool and journal in a detached tmpfs)
     _redeploy_same(stack)
+    stack.wait_replicas(len(before), exclude=frozenset(on_disk) | frozenset(on_tmpfs),
+                        timeout_s=180)  # fmt: skip
+    took = stack.wait_exited(on_disk + on_tmpfs, timeout_s=180)
+    result.notes.append(f"the replicas on the tmpfs had exited {took:.0f} s after the "
+                        "redeploy to the real disk")
     return result
 
 

@@ -21,10 +21,12 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
+import psutil
 import psycopg
 import yaml
 from sqlalchemy import make_url
@@ -33,6 +35,7 @@ from db.embedded import ensure_embedded, stop_embedded
 from db.engine import libpq_url, normalize_url
 from db.keys import create_key
 from db.migrate import upgrade
+from gateway.control.cluster import ClusterPaths
 from gateway.control.declarative import live_routing
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.control.serve_config import INGRESS_DEPLOYMENT, serve_config
@@ -60,6 +63,10 @@ FOREIGN_ENV = (
     "COSTGATE_GATEWAY_URL", "COSTGATE_RAY_DASHBOARD_URL", "COSTGATE_CONFIG",
     "COSTGATE_API_KEY",
 )  # fmt: skip
+
+
+# what Serve's controller logs when a replica is stopped for it, not by its own shutdown
+CONTROLLER_EVENTS = ("force-killing", "failed health check", "died")
 
 
 class StackError(RuntimeError):
@@ -325,6 +332,30 @@ class ChaosStack:
             time.sleep(1)
         raise StackError(f"replicas did not come back within {timeout_s:.0f} s (running: {pids})")
 
+    def wait_exited(self, pids: Iterable[int], timeout_s: float = 120) -> float:
+        """Wait until these processes (replicas Serve is stopping: their drain, then their
+        ledger's last flush) are gone; returns the seconds it took."""
+        started, left = time.monotonic(), set(pids)
+        while left:
+            left = {p for p in left if _alive(p)}
+            if left and time.monotonic() - started >= timeout_s:
+                raise StackError(f"replicas {sorted(left)} still run after {timeout_s:.0f} s")
+            time.sleep(0.5)
+        return time.monotonic() - started
+
+    def controller_events(self, since: float) -> list[str]:
+        """What Serve's controller logged from `since` (Unix time) on about replicas that
+        did not end on their own: force-kills, failed health checks, deaths. The replicas'
+        own logs say little: Serve buffers them in memory until an ERROR of its own."""
+        logs = ClusterPaths(self.state_dir).temp_dir / "session_latest" / "logs" / "serve"
+        found = []
+        for path in sorted(logs.glob("controller_*.log")):
+            with contextlib.suppress(OSError):
+                for line in path.read_text(errors="replace").splitlines():
+                    if any(m in line for m in CONTROLLER_EVENTS) and _logged_at(line) >= since:
+                        found.append(line[:300])
+        return found
+
     def ready(self) -> bool:
         with contextlib.suppress(httpx.HTTPError):
             return httpx.get(f"{self.gateway_url}/readyz", timeout=3).status_code == 200
@@ -344,6 +375,23 @@ class ChaosStack:
                 name = family.name.removeprefix("costgate_record_writer_")
                 out[name] = sum(s.value for s in family.samples if not s.name.endswith("_created"))
         return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _logged_at(line: str) -> float:
+    """A Serve log line's time (`INFO 2026-12-05 14:28:04,683 controller ...`, local
+    time); 0 when the line has none."""
+    parts = line.split(" ", 3)
+    try:
+        return time.mktime(time.strptime(f"{parts[1]} {parts[2][:8]}", "%Y-%m-%d %H:%M:%S"))
+    except (IndexError, ValueError):
+        return 0.0
 
 
 def _read(path: Path) -> str | None:
