@@ -385,8 +385,7 @@ def _alive(pid: int) -> bool:
 
 
 def _logged_at(line: str) -> float:
-    """A Serve log line's time (`INFO 2026-12-05 14:28:04,683 controller ...`, local
-    time); 0 when the line has none."""
+    """A Serve log line's local time (`INFO 2026-12-05 14:28:04,683 ...`); 0: none."""
     parts = line.split(" ", 3)
     try:
         return time.mktime(time.strptime(f"{parts[1]} {parts[2][:8]}", "%Y-%m-%d %H:%M:%S"))
