@@ -5,8 +5,8 @@ handler of its own. A record then went to Python's last-resort handler, whose st
 Serve has replaced (throughput-optimized mode, which `costgate up` sets) with a stream
 that logs each line at INFO into a 1,000-record memory buffer, written to the replica's
 log file only when the buffer fills or Serve itself logs an ERROR. Ledger errors ("usage
-journal stopped", "records rejected by the database") so reached no file, and a replica
-that exited took them along: after a chaos run every replica log here was empty.
+journal stopped", "records rejected by the database") so reached the file late, if at
+all: a replica that exited took them along (after a chaos run, every replica log was empty).
 
 `install()` hands our records to Serve's logger at their own level, then flushes its
 handlers: a warning is on disk before the next line of the replica runs. Only WARNING and

@@ -333,8 +333,7 @@ class ChaosStack:
         raise StackError(f"replicas did not come back within {timeout_s:.0f} s (running: {pids})")
 
     def wait_exited(self, pids: Iterable[int], timeout_s: float = 120) -> float:
-        """Wait until these processes (replicas Serve is stopping: their drain, then their
-        ledger's last flush) are gone; returns the seconds it took."""
+        """Wait until these processes (replicas) are gone; returns the seconds it took."""
         started, left = time.monotonic(), set(pids)
         while left:
             left = {p for p in left if _alive(p)}
@@ -345,8 +344,8 @@ class ChaosStack:
 
     def controller_events(self, since: float) -> list[str]:
         """What Serve's controller logged from `since` (Unix time) on about replicas that
-        did not end on their own: force-kills, failed health checks, deaths. The replicas'
-        own logs say little: Serve buffers them in memory until an ERROR of its own."""
+        did not end on their own: force-kills, failed health checks, deaths. A replica's own
+        log keeps our warnings, but Serve's INFO lines die with it (a memory buffer)."""
         logs = ClusterPaths(self.state_dir).temp_dir / "session_latest" / "logs" / "serve"
         found = []
         for path in sorted(logs.glob("controller_*.log")):
