@@ -15,7 +15,7 @@ import httpx
 
 from gateway.devtools.chaos.ledger import Accounting, fetch_rows, settle
 from gateway.devtools.chaos.load import LoadRun, LoadSpec, Outcome
-from gateway.devtools.chaos.report import ScenarioResult
+from gateway.devtools.chaos.report import ScenarioResult, controller_events
 from gateway.devtools.chaos.stack import ChaosStack
 from gateway.ledger.writer import RecordWriter
 
@@ -135,7 +135,7 @@ def _lost_details(ctx: Context, outcomes: Sequence[Outcome], acc: Accounting,
              f"answered +{o.ended - t0:.1f} s)"
              for rid in acc.lost[:5] if (o := by_id.get(rid)) is not None]  # fmt: skip
     notes = [f"lost requests: {', '.join(shown)}"] if shown else []
-    events = ctx.stack.controller_events(t0)
+    events = controller_events(ctx.stack.controller_log(), t0)
     notes.append(f"Serve's controller on replicas meanwhile: {'; '.join(events[-5:]) or 'nothing'}")
     return notes
 

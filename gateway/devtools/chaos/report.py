@@ -6,7 +6,11 @@ Pure text from results, so the format is tested without a stack.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
+
+# what Serve's controller logs when a replica is stopped for it, not by its own shutdown
+CONTROLLER_EVENTS = ("force-killing", "failed health check", "died")
 
 
 @dataclasses.dataclass
@@ -140,3 +144,19 @@ def render_growth(rows: Sequence[Growth]) -> str:
         f"{g.samples} samples{', ends at rest' if g.at_rest else ''}"
         for g in rows
     )
+
+
+def controller_events(lines: Iterable[str], since: float) -> list[str]:
+    """The lines of Serve's controller log from `since` (Unix time) on about replicas that
+    did not end on their own: force-kills, failed health checks, deaths."""
+    return [line[:300] for line in lines
+            if any(m in line for m in CONTROLLER_EVENTS) and logged_at(line) >= since]  # fmt: skip
+
+
+def logged_at(line: str) -> float:
+    """A Serve log line's local time (`INFO 2026-12-05 14:28:04,683 ...`); 0: none."""
+    parts = line.split(" ", 3)
+    try:
+        return time.mktime(time.strptime(f"{parts[1]} {parts[2][:8]}", "%Y-%m-%d %H:%M:%S"))
+    except (IndexError, ValueError):
+        return 0.0

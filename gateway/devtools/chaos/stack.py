@@ -65,10 +65,6 @@ FOREIGN_ENV = (
 )  # fmt: skip
 
 
-# what Serve's controller logs when a replica is stopped for it, not by its own shutdown
-CONTROLLER_EVENTS = ("force-killing", "failed health check", "died")
-
-
 class StackError(RuntimeError):
     pass
 
@@ -342,18 +338,15 @@ class ChaosStack:
             time.sleep(0.5)
         return time.monotonic() - started
 
-    def controller_events(self, since: float) -> list[str]:
-        """What Serve's controller logged from `since` (Unix time) on about replicas that
-        did not end on their own: force-kills, failed health checks, deaths. A replica's own
-        log keeps our warnings, but Serve's INFO lines die with it (a memory buffer)."""
+    def controller_log(self) -> list[str]:
+        """The lines of Serve's controller log (`report.controller_events` picks from them).
+        A replica's own log keeps our warnings, but Serve's INFO lines die with it."""
         logs = ClusterPaths(self.state_dir).temp_dir / "session_latest" / "logs" / "serve"
-        found = []
+        lines: list[str] = []
         for path in sorted(logs.glob("controller_*.log")):
             with contextlib.suppress(OSError):
-                for line in path.read_text(errors="replace").splitlines():
-                    if any(m in line for m in CONTROLLER_EVENTS) and _logged_at(line) >= since:
-                        found.append(line[:300])
-        return found
+                lines += path.read_text(errors="replace").splitlines()
+        return lines
 
     def ready(self) -> bool:
         with contextlib.suppress(httpx.HTTPError):
@@ -381,15 +374,6 @@ def _alive(pid: int) -> bool:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
-
-
-def _logged_at(line: str) -> float:
-    """A Serve log line's local time (`INFO 2026-12-05 14:28:04,683 ...`); 0: none."""
-    parts = line.split(" ", 3)
-    try:
-        return time.mktime(time.strptime(f"{parts[1]} {parts[2][:8]}", "%Y-%m-%d %H:%M:%S"))
-    except (IndexError, ValueError):
-        return 0.0
 
 
 def _read(path: Path) -> str | None:

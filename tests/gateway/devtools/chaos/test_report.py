@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 from gateway.devtools.chaos.report import (
     ProcessSample,
     ScenarioResult,
+    controller_events,
     growth,
+    logged_at,
     render_growth,
     render_samples,
     render_table,
@@ -71,3 +75,24 @@ def test_growth_compares_the_samples_taken_at_rest_when_there_are_two() -> None:
     assert "fds +3 (not sockets +1), 4 samples, ends at rest" in render_growth([g])
     (lone,) = growth(samples[:2])  # one sample at rest: first to last, as before
     assert (lone.last_rss, lone.at_rest) == (130 * mib, False)
+
+
+def test_controller_events_are_the_replica_endings_serve_forced_since_a_time() -> None:
+    since = time.mktime(time.strptime("2026-12-05 14:28:46", "%Y-%m-%d %H:%M:%S"))
+    lines = [
+        "INFO 2026-12-05 14:28:40,001 controller 1 -- Replica(id='a') did not shut down "
+        "after grace period, force-killing it.",  # before `since`
+        "INFO 2026-12-05 14:28:46,388 controller 1 -- Deleting app 'costgate'.",
+        "WARNING 2026-12-05 14:28:50,120 controller 1 -- Replica b failed health check, "
+        "stopping it.",
+        "INFO 2026-12-05 14:28:51,000 controller 1 -- Replica(id='c') passed the health "
+        "check after 3 tries.",
+        "WARNING 2026-12-05 14:29:02,500 controller 1 -- Replica(id='d') died before "
+        "controller could recover it.",
+        "  File \"replica.py\", line 3, in died",  # a traceback's line: no time, not counted
+    ]
+    found = controller_events(lines, since)
+    assert [line.split(" -- ")[1][:20] for line in found] == [
+        "Replica b failed hea", "Replica(id='d') died",
+    ]
+    assert logged_at(lines[1]) == since and logged_at(lines[-1]) == 0.0
