@@ -116,7 +116,7 @@ def _running(proc: psutil.Process) -> bool:
         return False
 
 
-def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+def wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
     """Wait until none of `procs` runs, or `timeout_s`; return those still running.
     Our own children are reaped on the way (psutil's wait), others polled."""
     deadline = time.monotonic() + timeout_s
@@ -132,7 +132,7 @@ def _wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Pro
     return alive
 
 
-def _signal(procs: list[psutil.Process], sig: signal.Signals) -> None:
+def send_signal(procs: list[psutil.Process], sig: signal.Signals) -> None:
     for proc in procs:
         with contextlib.suppress(*_GONE):
             proc.send_signal(sig)
@@ -153,10 +153,10 @@ def stop_processes(
     procs = [p for p in cluster_processes(temp_dir, session) if _running(p)]
     while procs:
         seen.update(p.pid for p in procs)
-        _signal(procs, signal.SIGTERM)
-        alive = _wait_gone(procs, min(grace_s, max(0.0, deadline - time.monotonic())))
-        _signal(alive, signal.SIGKILL)
-        _wait_gone(alive, max(0.0, min(5.0, deadline - time.monotonic())))
+        send_signal(procs, signal.SIGTERM)
+        alive = wait_gone(procs, min(grace_s, max(0.0, deadline - time.monotonic())))
+        send_signal(alive, signal.SIGKILL)
+        wait_gone(alive, max(0.0, min(5.0, deadline - time.monotonic())))
         procs = [p for p in cluster_processes(temp_dir, session) if _running(p)]
         if time.monotonic() >= deadline:
             break

@@ -9,7 +9,7 @@ import dataclasses
 import datetime as dt
 import inspect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
@@ -95,12 +95,12 @@ def finish(ctx: Context, name: str, outcomes: Sequence[Outcome], since: dt.datet
     statuses = collections.Counter(o.status or "none" for o in outcomes)
     result.notes.append(f"answers {dict(sorted(statuses.items(), key=str))}; "
                         f"ledger checked {waited:.0f} s after the load")
+    answers = {o.request_id: o for o in outcomes if o.request_id}
     if acc.lost:
         result.notes.append(f"lost request ids (first 5 of {acc.lost_count}): "
                             f"{', '.join(acc.lost[:5])}")
-        result.notes.extend(_lost_details(ctx, outcomes, acc, since))
+        result.notes.extend(_lost_details(ctx, answers, acc, since))
     if acc.differing:
-        answers = {o.request_id: o for o in outcomes if o.request_id}
         shown = [f"{rid} (answer {answers[rid].status}{' stream' if answers[rid].stream else ''}"
                  f"{', ' + str(answers[rid].error) if answers[rid].error else ''})"
                  for rid in acc.differing[:5]]  # fmt: skip
@@ -125,15 +125,14 @@ def finish(ctx: Context, name: str, outcomes: Sequence[Outcome], since: dt.datet
     return result, acc
 
 
-def _lost_details(ctx: Context, outcomes: Sequence[Outcome], acc: Accounting,
+def _lost_details(ctx: Context, answers: Mapping[str, Outcome], acc: Accounting,
                   since: dt.datetime) -> list[str]:
-    """What is known of lost rows' requests, and what Serve's controller did to replicas
-    meanwhile: the next failure then says where to look."""
+    """What is known of lost rows' requests (`answers`: by request id), and what Serve's
+    controller did to replicas meanwhile: the next failure then says where to look."""
     t0 = since.timestamp()
-    by_id = {o.request_id: o for o in outcomes if o.request_id}
     shown = [f"{rid} ({'stream' if o.stream else 'not streamed'}, sent +{o.started - t0:.1f} s, "
              f"answered +{o.ended - t0:.1f} s)"
-             for rid in acc.lost[:5] if (o := by_id.get(rid)) is not None]  # fmt: skip
+             for rid in acc.lost[:5] if (o := answers.get(rid)) is not None]  # fmt: skip
     notes = [f"lost requests: {', '.join(shown)}"] if shown else []
     events = controller_events(ctx.stack.controller_log(), t0)
     notes.append(f"Serve's controller on replicas meanwhile: {'; '.join(events[-5:]) or 'nothing'}")

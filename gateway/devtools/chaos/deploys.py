@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -206,10 +204,7 @@ def disk_full(ctx: Context) -> ScenarioResult:
     _redeploy_same(stack)
     stack.wait_replicas(len(before), exclude=frozenset(on_disk) | frozenset(on_tmpfs),
                         timeout_s=180)  # fmt: skip
-    for pid in on_disk + on_tmpfs:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    took = stack.wait_exited(on_disk + on_tmpfs, timeout_s=60)
+    took = stack.kill_replicas(on_disk + on_tmpfs)
     result.notes.append(f"the replicas on the tmpfs were stopped ({took:.1f} s) once the "
                         "redeploy to the real disk ran")
     return result

@@ -16,6 +16,7 @@ import dataclasses
 import fcntl
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from db.keys import create_key
 from db.migrate import upgrade
 from gateway.control.cluster import ClusterPaths
 from gateway.control.declarative import live_routing
+from gateway.control.ray_processes import send_signal, wait_gone
 from gateway.control.serve_admin import ServeAdmin, ServeAdminError
 from gateway.control.serve_config import INGRESS_DEPLOYMENT, serve_config
 from gateway.devtools.chaos.proxy import DatabaseProxy
@@ -328,14 +330,16 @@ class ChaosStack:
             time.sleep(1)
         raise StackError(f"replicas did not come back within {timeout_s:.0f} s (running: {pids})")
 
-    def wait_exited(self, pids: Iterable[int], timeout_s: float = 120) -> float:
-        """Wait until these processes (replicas) are gone; returns the seconds it took."""
-        started, left = time.monotonic(), set(pids)
-        while left:
-            left = {p for p in left if _alive(p)}
-            if left and time.monotonic() - started >= timeout_s:
-                raise StackError(f"replicas {sorted(left)} still run after {timeout_s:.0f} s")
-            time.sleep(0.5)
+    def kill_replicas(self, pids: Iterable[int], timeout_s: float = 60) -> float:
+        """SIGKILL these replicas' processes and wait until they are gone; returns the
+        seconds it took."""
+        started, procs = time.monotonic(), []
+        for pid in pids:
+            with contextlib.suppress(psutil.Error):
+                procs.append(psutil.Process(pid))
+        send_signal(procs, signal.SIGKILL)
+        if left := wait_gone(procs, timeout_s):
+            raise StackError(f"replicas {[p.pid for p in left]} still run after {timeout_s:.0f} s")
         return time.monotonic() - started
 
     def controller_log(self) -> list[str]:
@@ -367,13 +371,6 @@ class ChaosStack:
                 name = family.name.removeprefix("costgate_record_writer_")
                 out[name] = sum(s.value for s in family.samples if not s.name.endswith("_created"))
         return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
 
 
 def _read(path: Path) -> str | None:
