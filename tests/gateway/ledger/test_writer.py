@@ -38,7 +38,10 @@ async def test_a_record_is_stored_exactly_as_submitted(
 ) -> None:
     w = writer_factory(database_url)
     await w.start()
-    record = make_record()
+    # tags go as jsonb, written by orjson on the writer's connection: text beyond ASCII
+    # must arrive as it was
+    tags = {"feature": "café ☕", "tier": "über\\\"quoted\""}
+    record = make_record(end_user="user-7", session_id="s-1", tags=tags)
     w.submit(record)
     await wait_until(lambda: w.stats()["written"] == 1)
     with ledger_engine.connect() as conn:
@@ -48,6 +51,7 @@ async def test_a_record_is_stored_exactly_as_submitted(
     assert stored["status"] == "ok" and stored["usage_source"] == "provider"
     assert stored["fallback_path"] == ["gemini-2.5-flash", "deepseek-v3.2"]
     assert stored["actual_cost"] == Decimal("0.0004116000")
+    assert stored["tags"] == tags
     assert UsageRecord.from_dict({**expected, **_jsonish(stored)}) == record
 
 
