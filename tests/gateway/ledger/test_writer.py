@@ -40,7 +40,7 @@ async def test_a_record_is_stored_exactly_as_submitted(
     await w.start()
     # tags go as jsonb, written by orjson on the writer's connection: text beyond ASCII
     # must arrive as it was
-    tags = {"feature": "café ☕", "tier": "über\\\"quoted\""}
+    tags = {"feature": "café ☕", "tier": 'über\\"quoted"'}
     record = make_record(end_user="user-7", session_id="s-1", tags=tags)
     w.submit(record)
     await wait_until(lambda: w.stats()["written"] == 1)
