@@ -3,6 +3,8 @@
 pytest_plugins = [
     # first: the run's id and its watchdog, before any fixture starts a process
     "tests.runner.reaper",
+    # and no folder its Ray heads kept in /tmp
+    "tests.runner.temp_dirs",
     # which tests share a pytest-xdist worker, and in which order they go out
     "tests.runner.scheduling",
     "tests.fixtures.database",
