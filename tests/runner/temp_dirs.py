@@ -29,7 +29,7 @@ def remove_left_folders(base: Path) -> list[Path]:
     removed: list[Path] = []
     try:
         markers = sorted(base.rglob(TEMP_SUFFIX_FILE))
-    except OSError:  # a folder a test made unreadable: what was found before it counts
+    except OSError:  # the base itself unreadable (pathlib skips unreadable folders below it)
         markers = []
     for marker in markers:
         paths = ClusterPaths(marker.parent)
