@@ -26,20 +26,27 @@ from gateway.domain.environment import TEMP_SUFFIX_FILE
 def remove_left_folders(base: Path) -> list[Path]:
     """Remove the /tmp folders of the Ray heads whose state dirs are under `base` and
     whose processes are all gone; return the folders removed."""
-    removed: list[Path] = []
     try:
         markers = sorted(base.rglob(TEMP_SUFFIX_FILE))
     except OSError:  # the base itself unreadable (pathlib skips unreadable folders below it)
         markers = []
+    removed: list[Path] = []
     for marker in markers:
         paths = ClusterPaths(marker.parent)
-        folders = [f for f in (paths.temp_dir, paths.haproxy_dir) if f.exists()]
-        if not folders or cluster_processes(paths.temp_dir):
-            continue
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
+        removed += remove_unused(paths.temp_dir, paths.haproxy_dir)
     return removed
+
+
+def remove_unused(temp_dir: Path, haproxy_dir: Path) -> list[Path]:
+    """Remove one Ray node's folders (its temp dir, HAProxy's) unless a process still
+    runs from them; return the folders removed. A worker node's are not under a state
+    dir's suffix (its record names them, and goes when it leaves): its test calls this."""
+    folders = [f for f in (temp_dir, haproxy_dir) if f.exists()]
+    if not folders or cluster_processes(temp_dir):
+        return []
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    return folders
 
 
 @pytest.hookimpl(trylast=True)

@@ -40,6 +40,7 @@ from gateway.domain.config import GatewayOptions, load_config
 from tests.fixtures.database import scratch_database
 from tests.fixtures.gateway import PROVIDER_SECRET, gateway_config
 from tests.fixtures.ports import claim_block
+from tests.runner.temp_dirs import remove_unused
 
 pytestmark = pytest.mark.ray
 
@@ -58,12 +59,17 @@ class Cluster:
     head_url: str
     head_port: int
     head_procs: list[psutil.Process]
+    # every worker node's folders in /tmp seen joined: its record goes when it leaves
+    node_folders: set[tuple[Path, Path]] = dataclasses.field(default_factory=set)
 
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         out = subprocess.run(
             [*COSTGATE, *args, "--config", str(self.config_path)],
             env=self.env, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
+        self.node_folders.update(
+            (Path(r["temp_dir"]), Path(r["haproxy_dir"])) for r in node_records(self.state_dir)
+        )
         return out
 
     def status(self) -> dict[str, Any]:
@@ -144,6 +150,8 @@ def _cluster(sim_server: Any, ledger_url: str, ports: Any, tmp: Any) -> Iterator
         yield c
     finally:
         c.cli("down", timeout=400)
+        for temp_dir, haproxy_dir in c.node_folders:
+            remove_unused(temp_dir, haproxy_dir)
 
 
 @dataclasses.dataclass
