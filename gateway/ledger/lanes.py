@@ -8,6 +8,13 @@ COPYed while the server folds the previous one. `costgate ledger-bench --rows 20
 11,136 rows/s on one connection, 17,988 on two; realistic ones 24,393 and 31,809. A
 third did not add more: the two cores are full (docs/ROLLUPS.md).
 
+While a lane's batch is on the server, the rows that come in meanwhile become its next
+batch, and their COPY data is made then (`LedgerDatabase.encode`), a few hundred rows at a
+time: the lane's next COPY is only bytes to send. Made at the COPY instead, by the one
+thread that also serves the other lane and the requests, they kept the lane's backend
+waiting for data a quarter of its time (issue 29: 18,100-18,500 rows/s where COPY data
+made beforehand reached 22,400-22,500).
+
 Exactness does not depend on the order batches commit in: each batch and its share of
 the rollups commit together, and every fold takes its groups' locks in key order, so two
 batches sharing groups wait for each other, never deadlock (docs/ROLLUPS.md).
@@ -18,13 +25,31 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gateway.domain.usage_record import UsageRecord
 from gateway.ledger.database import LedgerDatabase, TransientDbError
 
-Write = Callable[[LedgerDatabase, list[UsageRecord]], Coroutine[Any, Any, int]]
+# a batch's rows and, when they were made ahead, its COPY data (None: made as it goes)
+Write = Callable[[LedgerDatabase, list[UsageRecord], list[bytes] | None], Coroutine[Any, Any, int]]
+
+
+@dataclasses.dataclass
+class _Ahead:
+    """A busy lane's next batch: its rows, and their COPY data being made in parts."""
+
+    rows: list[UsageRecord] = dataclasses.field(default_factory=list)
+    parts: list[asyncio.Task[bytes | None]] = dataclasses.field(default_factory=list)
+
+    async def encoded(self) -> list[bytes] | None:
+        done = await asyncio.gather(*self.parts)
+        return None if any(p is None for p in done) else [p for p in done if p is not None]
+
+    def cancel(self) -> None:
+        for task in self.parts:
+            task.cancel()
 
 
 class Lanes:
@@ -34,6 +59,8 @@ class Lanes:
         self._dbs = [make() for _ in range(count)]
         # the rows each lane is writing: not in the buffer, not yet committed
         self._batches: list[list[UsageRecord]] = [[] for _ in range(count)]
+        # each lane's next batch, taken from the buffer while it writes the current one
+        self._ahead = [_Ahead() for _ in range(count)]
 
     @property
     def databases(self) -> tuple[LedgerDatabase, ...]:
@@ -45,16 +72,25 @@ class Lanes:
         return self._dbs[0]
 
     def held(self) -> int:
-        return sum(len(b) for b in self._batches)
+        return sum(len(b) for b in self._batches) + sum(len(a.rows) for a in self._ahead)
 
     def held_rows(self) -> list[UsageRecord]:
-        return [r for b in self._batches for r in b]
+        return [r for b in self._batches for r in b] + [r for a in self._ahead for r in a.rows]
 
     def take_all(self) -> list[UsageRecord]:
-        """The rows of every batch in flight (a write that was cancelled or crashed), which
-        the caller puts back: idempotent, a batch may have committed."""
+        """The rows of every batch in flight (a write that was cancelled or crashed) and of
+        every next batch, which the caller puts back: idempotent, a batch may have
+        committed."""
         rows = self.held_rows()
         self._batches = [[] for _ in self._dbs]
+        self._drop_ahead()
+        return rows
+
+    def _drop_ahead(self) -> list[UsageRecord]:
+        rows = [r for a in self._ahead for r in a.rows]
+        for a in self._ahead:
+            a.cancel()
+        self._ahead = [_Ahead() for _ in self._dbs]
         return rows
 
     async def close(self) -> None:
@@ -78,23 +114,19 @@ class Lanes:
 
         A lane idle beside a busy one starts only with `min_batch` rows or more (`wake`
         is set when the buffer reaches them): a few rows are cheaper in the next batch
-        than in a transaction of their own.
+        than in a transaction of their own. So does a busy lane's next batch, which grows
+        by `min_batch` rows or more at a time, up to `max_batch`.
         """
-        pending: dict[asyncio.Future[Any], int] = {}  # write -> its lane
+        pending: dict[asyncio.Future[Any], int] = {}  # write -> its lane, in start order
         woken: asyncio.Future[Any] | None = None
-        ok = True
+        ok, front = True, 0  # front: the failed batches' rows put back first in the buffer
         try:
-            while pending or (ok and buffer):
-                for lane in range(len(self._dbs)):
-                    if not ok or not buffer or (pending and len(buffer) < min_batch):
-                        break
-                    if lane in pending.values():
-                        continue
-                    n = min(max_batch, len(buffer))
-                    batch = self._batches[lane] = [buffer.popleft() for _ in range(n)]
-                    pending[asyncio.create_task(write(self._dbs[lane], batch))] = lane
+            while pending or (ok and (buffer or any(a.rows for a in self._ahead))):
+                if ok:
+                    self._start(pending, buffer, write, max_batch=max_batch, min_batch=min_batch)
+                    self._take_ahead(pending, buffer, max_batch=max_batch, min_batch=min_batch)
                 waiting: set[asyncio.Future[Any]] = {*pending}
-                if ok and len(pending) < len(self._dbs):
+                if ok and (len(pending) < len(self._dbs) or self._room_ahead(max_batch)):
                     wake.clear()  # the buffer holds fewer than min_batch rows now
                     woken = asyncio.ensure_future(wake.wait())
                     waiting.add(woken)
@@ -114,9 +146,15 @@ class Lanes:
                     else:
                         ok = False
                         buffer.extendleft(reversed(self._batches[lane]))
+                        front += len(self._batches[lane])
                     self._batches[lane] = []
                 if bug is not None:
                     raise bug
+            # after a failure the next batches were not started: back to the buffer, behind
+            # the failed batches' rows and before the rows that came after them
+            failed = [buffer.popleft() for _ in range(front)]
+            buffer.extendleft(reversed(self._drop_ahead()))
+            buffer.extendleft(reversed(failed))
         finally:
             # cancelled (the close's deadline) or a bug: no write outlives the drain, and
             # its rows stay in `_batches` for `take_all`
@@ -128,3 +166,54 @@ class Lanes:
                 with contextlib.suppress(BaseException):
                     await task
         return ok
+
+    def _start(
+        self,
+        pending: dict[asyncio.Future[Any], int],
+        buffer: collections.deque[UsageRecord],
+        write: Write,
+        *,
+        max_batch: int,
+        min_batch: int,
+    ) -> None:
+        """A batch on every idle lane: its next batch if it has one, else from the buffer."""
+        for lane, db in enumerate(self._dbs):
+            if lane in pending.values():
+                continue
+            ahead = self._ahead[lane]
+            if ahead.rows:
+                self._ahead[lane] = _Ahead()
+                self._batches[lane] = ahead.rows
+                pending[asyncio.create_task(_write_ahead(write, db, ahead))] = lane
+            elif buffer and (not pending or len(buffer) >= min_batch):
+                n = min(max_batch, len(buffer))
+                batch = self._batches[lane] = [buffer.popleft() for _ in range(n)]
+                pending[asyncio.create_task(write(db, batch, None))] = lane
+
+    def _take_ahead(
+        self,
+        pending: dict[asyncio.Future[Any], int],
+        buffer: collections.deque[UsageRecord],
+        *,
+        max_batch: int,
+        min_batch: int,
+    ) -> None:
+        """The waiting rows to the next batch of the busy lane that started first (the one
+        likely to end first), their COPY data made from now on."""
+        for lane in pending.values():
+            ahead = self._ahead[lane]
+            room = max_batch - len(ahead.rows)
+            if len(buffer) < min_batch:
+                return
+            if room <= 0:
+                continue
+            rows = [buffer.popleft() for _ in range(min(room, len(buffer)))]
+            ahead.rows += rows
+            ahead.parts.append(asyncio.create_task(self._dbs[lane].encode(rows)))
+
+    def _room_ahead(self, max_batch: int) -> bool:
+        return any(len(a.rows) < max_batch for a in self._ahead)
+
+
+async def _write_ahead(write: Write, db: LedgerDatabase, ahead: _Ahead) -> int:
+    return await write(db, ahead.rows, await ahead.encoded())

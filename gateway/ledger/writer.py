@@ -307,15 +307,20 @@ class RecordWriter:
         self._loops.beat("database")
 
     async def _write(
-        self, db: LedgerDatabase | None, records: list[UsageRecord], fresh: bool = True
+        self,
+        db: LedgerDatabase | None,
+        records: list[UsageRecord],
+        encoded: list[bytes] | None = None,
+        *,
+        fresh: bool = True,
     ) -> int:
         """Commit `records` on `db` (None: the first lane's); return how many the database
-        accepted (the rest are rejected). `fresh`: False for rows that may be in the ledger
-        already (spool replays)."""
+        accepted (the rest are rejected). `encoded`: their COPY data, if made ahead.
+        `fresh`: False for rows that may be in the ledger already (spool replays)."""
         started, token = time.monotonic(), object()
         self._writes[token] = (started, len(records))
         try:
-            rejected = await (db or self._lanes.first).write(records, fresh)
+            rejected = await (db or self._lanes.first).write(records, fresh, encoded)
         except TransientDbError:
             self._counts["flush_errors"] += 1
             raise
