@@ -43,6 +43,8 @@ STAGING = "usage_records_incoming"
 
 # rows per slice of COPY work between two yields to the event loop (about 1 ms of CPU)
 _ROWS_PER_SLICE = 100
+# parts of COPY data made ahead (32 kB each) handed to libpq between two yields
+_PARTS_PER_SLICE = 8
 
 _COLS = sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS)
 # no constraints here: they are checked once, by the INSERT into usage_records
@@ -171,12 +173,12 @@ class LedgerDatabase:
             # partition takes any row whose week is missing) and the next hour retries
             log.warning("could not create the ledger's partitions ahead: %s", type(err).__name__)
 
-    async def encode(self, records: list[UsageRecord]) -> bytes | None:
-        """The direct COPY's data for `records` (their tuples, without the format's header
-        and trailer), made while this connection may be busy with another batch: no I/O.
-        None when it cannot be made here (not connected yet, a value psycopg cannot send, an
-        integer past its int4 column): the write then makes the rows as it goes, and finds
-        out."""
+    async def encode(self, records: list[UsageRecord]) -> list[bytes] | None:
+        """The direct COPY's data for `records`, in parts of about 32 kB (their tuples,
+        without the format's header and trailer), made while this connection may be busy
+        with another batch: no I/O. None when it cannot be made here (not connected yet, a
+        value psycopg cannot send, an integer past its int4 column): the write then makes
+        the rows as it goes, and finds out."""
         conn = self._conn
         if conn is None or conn.closed:
             return None
@@ -193,10 +195,16 @@ class LedgerDatabase:
                         await asyncio.sleep(0)  # a request waiting on this loop goes first
         except Exception:  # noqa: BLE001 - the write meets it again and finds the row
             return None
-        data = b"".join(sink.parts)
-        if not (data.startswith(_BINARY_HEADER) and data.endswith(_BINARY_TRAILER)):
+        parts = sink.parts
+        # kept in parts, never joined: a batch is megabytes, and one copy of it would hold
+        # the event loop for milliseconds
+        if not (
+            parts and parts[0].startswith(_BINARY_HEADER) and parts[-1].endswith(_BINARY_TRAILER)
+        ):
             return None  # not the format this module splices: let psycopg make the rows
-        return data[len(_BINARY_HEADER) : -len(_BINARY_TRAILER)]
+        parts[0] = parts[0][len(_BINARY_HEADER) :]
+        parts[-1] = parts[-1][: -len(_BINARY_TRAILER)]
+        return [p for p in parts if p]
 
     async def _copy_merge(
         self, records: list[UsageRecord], fresh: bool, encoded: list[bytes] | None
@@ -263,8 +271,10 @@ async def _send(conn: psycopg.AsyncConnection[Any], encoded: list[bytes]) -> Non
     """The direct COPY of rows made ahead: their parts between one header and trailer."""
     async with conn.cursor().copy(_COPY_DIRECT) as copy:
         await copy.write(_BINARY_HEADER)
-        for part in encoded:
+        for i, part in enumerate(encoded, 1):
             await copy.write(part)
+            if i % _PARTS_PER_SLICE == 0:
+                await asyncio.sleep(0)  # libpq takes them without waiting: let others run
         await copy.write(_BINARY_TRAILER)
 
 

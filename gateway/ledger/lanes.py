@@ -41,11 +41,13 @@ class _Ahead:
     """A busy lane's next batch: its rows, and their COPY data being made in parts."""
 
     rows: list[UsageRecord] = dataclasses.field(default_factory=list)
-    parts: list[asyncio.Task[bytes | None]] = dataclasses.field(default_factory=list)
+    parts: list[asyncio.Task[list[bytes] | None]] = dataclasses.field(default_factory=list)
 
     async def encoded(self) -> list[bytes] | None:
         done = await asyncio.gather(*self.parts)
-        return None if any(p is None for p in done) else [p for p in done if p is not None]
+        if any(p is None for p in done):
+            return None
+        return [chunk for p in done if p is not None for chunk in p]
 
     def cancel(self) -> None:
         for task in self.parts:

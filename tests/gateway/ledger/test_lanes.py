@@ -131,8 +131,8 @@ class _Encoding(LedgerDatabase):
     def __init__(self) -> None:
         super().__init__("postgresql://x@127.0.0.1:1/x", write_timeout_s=1, connect_timeout_s=1)
 
-    async def encode(self, records: list[UsageRecord]) -> bytes | None:
-        return f"{len(records)}".encode()
+    async def encode(self, records: list[UsageRecord]) -> list[bytes] | None:
+        return [f"{len(records)}".encode(), b"."]
 
 
 async def test_a_busy_lanes_next_batch_is_made_ahead_and_written_from_that_data() -> None:
@@ -161,7 +161,7 @@ async def test_a_busy_lanes_next_batch_is_made_ahead_and_written_from_that_data(
     accepted: list[int] = []
     assert await lanes.drain(buffer, write, accepted.append, max_batch=50, min_batch=5, wake=wake)
     await feeder
-    assert calls == [(5, None), (13, [b"6", b"7"])]  # the data of its parts, in order
+    assert calls == [(5, None), (13, [b"6", b".", b"7", b"."])]  # its parts' data, in order
     assert accepted == [5, 13] and lanes.held() == 0
 
 
