@@ -135,10 +135,16 @@ class Journal:
     async def tend(self, held: Callable[[], list[UsageRecord]]) -> None:
         """Seal the segment when due; delete those whose rows all left memory. On the
         writer's loop, the file system calls in a worker thread."""
-        if self.due():
-            new = await asyncio.to_thread(self.new_segment)
-            self.rotate(new, held())
-        done = self.settled(held())
+        due = self.due()
+        new = await asyncio.to_thread(self.new_segment) if due else None
+        if not due and not self._sealed:
+            return
+        # the held rows once: at 20,000 rows a second they are tens of thousands, and each
+        # pass over them is milliseconds of the event loop (issue 29)
+        rows = held()
+        if due:
+            self.rotate(new, rows)
+        done = self.settled(rows)
         if done:
             await asyncio.to_thread(Journal.delete, done)
 
