@@ -307,13 +307,9 @@ class RecordWriter:
         self._loops.beat("database")
 
     async def _write(
-        self,
-        db: LedgerDatabase | None,
-        records: list[UsageRecord],
-        encoded: list[bytes] | None = None,
-        *,
-        fresh: bool = True,
-    ) -> int:
+        self, db: LedgerDatabase | None, records: list[UsageRecord],
+        encoded: list[bytes] | None = None, *, fresh: bool = True,
+    ) -> int:  # fmt: skip
         """Commit `records` on `db` (None: the first lane's); return how many the database
         accepted (the rest are rejected). `encoded`: their COPY data, if made ahead.
         `fresh`: False for rows that may be in the ledger already (spool replays)."""
