@@ -186,13 +186,7 @@ class LedgerDatabase:
         try:
             async with psycopg.AsyncCopy(conn.cursor(), binary=True, writer=sink) as copy:
                 copy.set_types(TABLE_TYPES)
-                for i, r in enumerate(records, 1):
-                    row = record_row(r)
-                    if not fits_table_types(row):
-                        return None
-                    await copy.write_row(row)
-                    if i % _ROWS_PER_SLICE == 0:
-                        await asyncio.sleep(0)  # a request waiting on this loop goes first
+                await _write_rows(copy, records, direct=True)
         except Exception:  # noqa: BLE001 - the write meets it again and finds the row
             return None
         parts = sink.parts
@@ -295,10 +289,17 @@ async def _copy(
     kept the lane's backend idle for a fifth of its time (issue 29, docs/ROLLUPS.md)."""
     async with conn.cursor().copy(statement) as copy:
         copy.set_types(types)
-        for i, r in enumerate(records, 1):
-            row = record_row(r)
-            if direct and not fits_table_types(row):
-                raise _WouldWrap  # leaving the block aborts the COPY and its transaction
-            await copy.write_row(row)
-            if i % _ROWS_PER_SLICE == 0:
-                await asyncio.sleep(0)  # a request waiting on this loop goes first
+        await _write_rows(copy, records, direct=direct)
+
+
+async def _write_rows(copy: psycopg.AsyncCopy, records: list[UsageRecord], *, direct: bool) -> None:
+    """Each record made a row and written to `copy`; `direct`: into usage_records' own
+    types, so a row whose integer does not fit them raises _WouldWrap (leaving the COPY's
+    block aborts it, and its transaction)."""
+    for i, r in enumerate(records, 1):
+        row = record_row(r)
+        if direct and not fits_table_types(row):
+            raise _WouldWrap
+        await copy.write_row(row)
+        if i % _ROWS_PER_SLICE == 0:
+            await asyncio.sleep(0)  # a request waiting on this loop goes first
