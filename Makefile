@@ -34,13 +34,13 @@ test-deps:
 
 # ruff and the import rules first (a second); mypy (45 s of one core on a fresh clone)
 # beside the suite rather than before it, its report printed after the suite's; the
-# suite on two workers, each shared Ray stack on one of them (tests/runner/scheduling.py),
+# suite on three workers, each shared Ray stack on one of them (tests/runner/scheduling.py),
 # the slowest 20 tests listed at the end (docs/TESTING.md). Fails if any of them fails
 test: venv test-deps bytecode
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	@$(BIN)/mypy > .mypy.log 2>&1 & types=$$!; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=20; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 3 --dist loadgroup --durations=20; \
 	suite=$$?; wait $$types; typed=$$?; echo "mypy:"; cat .mypy.log; rm -f .mypy.log; \
 	[ $$suite -eq 0 ] && [ $$typed -eq 0 ]
 
