@@ -26,6 +26,14 @@ SESSION_TABLE = "usage_rollup_session_daily"
 # them): the costliest end users of a day are the first entries of one index range, with
 # nothing to regroup (the usage API's by-user page, docs/ROLLUPS.md)
 USER_KIND_TABLE = "usage_rollup_user_kind_daily"
+# It holds only the UTC days before this column of `usage_rollup_state` (closed days):
+# a writer folds a row there only if its day is closed (a late row), and the day close
+# (`close_kinds_function_sql`) sums a day's end users from the per-app rollup once the
+# day is over. The open days (today) are answered from `usage_rollup_user_daily`. So a
+# request of the live day adds no row and no ranking-index entry here: when every row
+# is a new end user, that fold was a sixth of the writer's database time (issue 29).
+KINDS_CLOSED_BEFORE = "user_kinds_closed_before"
+CLOSE_KINDS_FUNCTION = "usage_rollup_close_user_kinds"
 
 # table -> (its dimensions in key order, the row filter, an optional lateral join)
 DIMENSIONS: dict[str, tuple[str, ...]] = {
@@ -50,9 +58,17 @@ _WHERE: dict[str, str] = {
     SESSION_TABLE: "r.session_id IS NOT NULL",
     USER_KIND_TABLE: "r.end_user IS NOT NULL",
 }
-_EXPRESSIONS = {
-    "kind": "CASE WHEN r.endpoint = 'embeddings' THEN 'embeddings' ELSE 'completions' END",
-}
+# the rows of closed days only (see KINDS_CLOSED_BEFORE): read once per statement, after
+# the per-app user fold took its table's lock, which the day close waits for
+_CLOSED_ONLY = f" AND r.started_at < (SELECT {KINDS_CLOSED_BEFORE} FROM usage_rollup_state)"
+
+
+def kind_of(alias: str) -> str:
+    """The usage API's kind of a row or rollup row (`alias`) by its endpoint."""
+    return f"CASE WHEN {alias}.endpoint = 'embeddings' THEN 'embeddings' ELSE 'completions' END"
+
+
+_EXPRESSIONS = {"kind": kind_of("r")}
 # the order a day's end users are ranked in (the usage API's results), and its index
 COSTLIEST = ("actual_cost_usd DESC NULLS LAST", "requests DESC", "end_user")
 RANK_INDEX = f"ix_{USER_KIND_TABLE}_rank"
@@ -85,17 +101,25 @@ def key(table: str) -> tuple[str, ...]:
     return ("bucket", *DIMENSIONS[table])
 
 
-def fold_sql(table: str, source: str, counts: dict[str, str], money: dict[str, str]) -> str:
+def fold_sql(
+    table: str,
+    source: str,
+    counts: dict[str, str],
+    money: dict[str, str],
+    kinds_closed: bool = True,
+) -> str:
     """Add the rows of `source` to `table`'s days, groups in key order (no deadlock between
-    two writers folding overlapping batches). `counts`/`money`: the cube's expressions."""
+    two writers folding overlapping batches). `counts`/`money`: the cube's expressions.
+    `kinds_closed`: False before migration 0019, whose day close the kinds' fold awaits."""
     dims = DIMENSIONS[table]
+    where = _WHERE[table] + (_CLOSED_ONLY if kinds_closed and table == USER_KIND_TABLE else "")
     positions = ", ".join(str(i) for i in range(1, len(dims) + 2))
     grouped = _tag_groups(source, counts, money) if table == TAG_TABLE else None
     select = ["date_trunc('day', r.started_at, 'UTC') AS bucket"]
     select += [f"{_EXPRESSIONS.get(d, 'r.' + d)} AS {d}" for d in dims]
     select += [f"coalesce(sum({counts[c]}), 0) AS {c}" for c in COUNT_NAMES]
     select += [f"sum({money[m]}) AS {m}" for m in MONEY_NAMES]
-    rows = f"FROM {source} r\nWHERE {_WHERE[table]}"
+    rows = f"FROM {source} r\nWHERE {where}"
     if grouped is not None:
         # a row's tags are summed with the other rows of its tag set first, and each set's
         # sums then go to its tags: jsonb_each_text per tag set, not per row (issue 29:
@@ -143,4 +167,43 @@ def rank_index_sql() -> str:
     return (
         f"CREATE INDEX IF NOT EXISTS {RANK_INDEX} ON {USER_KIND_TABLE}"
         f" (bucket, kind, {', '.join(COSTLIEST)})"
+    )
+
+
+def close_kinds_function_sql() -> str:
+    """`usage_rollup_close_user_kinds([until])`: the end users by kind of every UTC day
+    from the last one closed up to yesterday (the database's clock; or up to `until`, a
+    UTC midnight), summed from the per-app user rollup, and those days marked closed;
+    returns the rows written (0: nothing to close).
+
+    The SHARE lock on the per-app rollup waits for every writer that folded rows into it
+    and has not committed, and holds back new folds until this commits. A writer reads
+    the closed days after its own fold there (`FOLD_FIRST`), so each of its rows is
+    counted once: by this close (it committed first), or by its own fold (it read the
+    new mark). Sums of the per-app sums: the same figures as folding the rows (a NULL
+    cost stays NULL only when every row's is)."""
+    dims = DIMENSIONS[USER_KIND_TABLE]
+    columns = (*key(USER_KIND_TABLE), *COUNT_NAMES, *MONEY_NAMES)
+    sums = [f"coalesce(sum(u.{c}), 0)" for c in COUNT_NAMES]
+    sums += [f"sum(u.{m})" for m in MONEY_NAMES]
+    replace = ", ".join(f"{c} = excluded.{c}" for c in (*COUNT_NAMES, *MONEY_NAMES))
+    positions = ", ".join(str(i) for i in range(1, len(dims) + 2))
+    state = "usage_rollup_state"
+    done = "  IF lo IS NOT NULL AND lo >= hi THEN RETURN 0; END IF;\n"
+    return (
+        f"CREATE OR REPLACE FUNCTION {CLOSE_KINDS_FUNCTION}(until timestamptz DEFAULT NULL)"
+        " RETURNS bigint\nLANGUAGE plpgsql SET work_mem = '128MB' AS $$\n"
+        "DECLARE lo timestamptz; n bigint;\n"
+        "  hi timestamptz := coalesce(until, date_trunc('day', now(), 'UTC'));\n"
+        f"BEGIN\n  SELECT {KINDS_CLOSED_BEFORE} INTO lo FROM {state};\n{done}"
+        f"  LOCK TABLE {USER_TABLE} IN SHARE MODE;\n"
+        f"  SELECT {KINDS_CLOSED_BEFORE} INTO lo FROM {state} FOR UPDATE;\n{done}"
+        f"  INSERT INTO {USER_KIND_TABLE} AS t ({', '.join(columns)})\n"
+        f"  SELECT u.bucket, {kind_of('u')}, u.end_user, {', '.join(sums)}\n"
+        f"  FROM {USER_TABLE} u WHERE u.bucket >= coalesce(lo, '-infinity') AND u.bucket < hi\n"
+        f"  GROUP BY {positions} ORDER BY {positions}\n"
+        f"  ON CONFLICT ({', '.join(key(USER_KIND_TABLE))}) DO UPDATE SET {replace};\n"
+        "  GET DIAGNOSTICS n = ROW_COUNT;\n"
+        f"  UPDATE {state} SET {KINDS_CLOSED_BEFORE} = hi;\n"
+        "  RETURN n;\nEND $$"
     )

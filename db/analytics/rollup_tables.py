@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.types import TypeEngine
 
+from db.analytics.attribution_sql import KINDS_CLOSED_BEFORE
 from db.analytics.rollup_sql import (
     COUNTS,
     DIMENSIONS,
@@ -99,5 +100,7 @@ usage_rollup_state = Table(
     Column("id", Boolean, primary_key=True, server_default=text("true")),
     # raw rows started before this were pruned by retention: their rollups are final
     Column("pruned_before", DateTime(timezone=True)),
+    # the end users by kind hold the UTC days before this (attribution_sql; NULL: none)
+    Column(KINDS_CLOSED_BEFORE, DateTime(timezone=True)),
     CheckConstraint("id", name="single_row"),
 )

@@ -13,6 +13,7 @@ import datetime as dt
 
 from sqlalchemy import Engine, text
 
+from db.analytics.attribution_sql import CLOSE_KINDS_FUNCTION, KINDS_CLOSED_BEFORE
 from db.analytics.rollup_sql import KEEP_ROLLUPS_SETTING, STATE_TABLE, USAGE_TABLES
 from db.partitions.maintenance import LOCK_TIMEOUT, is_partitioned, partitions
 from db.partitions.sql import start_of
@@ -27,6 +28,9 @@ class RollupStatus:
     daily_rows: int
     daily_requests: int  # equals raw_rows while nothing was pruned
     pruned_before: dt.datetime | None
+    # the end users by kind hold the UTC days before this (the later ones: the per-app
+    # user rollup; docs/ROLLUPS.md)
+    kinds_closed_before: dt.datetime | None
 
 
 def utc_midnight(day: dt.date) -> dt.datetime:
@@ -68,6 +72,7 @@ def prune(engine: Engine, before: dt.datetime, max_days: int | None = None) -> i
     a rebuild never recomputes a day whose raw rows are partly gone.
     """
     deleted = 0
+    close_days(engine)  # from cron: the days that ended, if no writer closed them yet
     if is_partitioned(engine):  # whole weeks go as tables: no DELETE, no vacuum
         deleted += drop_weeks_before(engine, before)[1]
     days = 0
@@ -108,8 +113,23 @@ def status(engine: Engine) -> RollupStatus:
         daily, requests = conn.execute(
             text(f"SELECT count(*), coalesce(sum(requests), 0) FROM {USAGE_TABLES['day']}")
         ).one()
-        pruned = conn.execute(text(f"SELECT pruned_before FROM {STATE_TABLE}")).scalar_one()
-    return RollupStatus(int(raw), first, last, int(hourly), int(daily), int(requests), pruned)
+        pruned, closed = conn.execute(
+            text(f"SELECT pruned_before, {KINDS_CLOSED_BEFORE} FROM {STATE_TABLE}")
+        ).one()
+    return RollupStatus(
+        int(raw), first, last, int(hourly), int(daily), int(requests), pruned, closed
+    )
+
+
+def close_days(engine: Engine, until: dt.datetime | None = None) -> int:
+    """Close the end users by kind of every UTC day that ended (or before `until`, a UTC
+    midnight): the ledger writer does it hourly; `costgate rollups close` and prune too.
+    Returns the rollup rows written (0: nothing to close)."""
+    with engine.begin() as conn:
+        written = conn.execute(
+            text(f"SELECT {CLOSE_KINDS_FUNCTION}(:until)"), {"until": until}
+        ).scalar_one()
+    return int(written)
 
 
 def drop_weeks_before(engine: Engine, before: dt.datetime) -> tuple[list[str], int]:

@@ -18,7 +18,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from db.analytics.attribution_sql import COSTLIEST, TAG_TABLE, USER_KIND_TABLE, USER_TABLE
+from db.analytics.attribution_sql import (
+    COSTLIEST,
+    KINDS_CLOSED_BEFORE,
+    TAG_TABLE,
+    USER_KIND_TABLE,
+    USER_TABLE,
+    kind_of,
+)
+from db.analytics.rollup_sql import STATE_TABLE
 from db.analytics.usage_columns import COLUMNS, COMPLETION_ENDPOINTS, MEASURES, range_where
 from db.analytics.usage_request import UsageQuery, rollup_answers
 
@@ -110,15 +118,18 @@ def _kind(endpoints: tuple[str, ...] | None) -> str | None:
 
 
 def _ranked_users_sql(query: UsageQuery, kind: str) -> tuple[str, dict[str, Any]]:
-    """Every day's end users of one kind, costliest first, from the rollup that has one
-    row per end user, day and kind: each day is the head of one index range
-    (`attribution_sql.RANK_INDEX`), nothing is regrouped, and `results_limit` reads only
-    that many rows a day. The same results, in the same order, as the grouped query."""
+    """Every day's end users of one kind, costliest first. A closed day (before
+    `KINDS_CLOSED_BEFORE`) from the rollup that has one row per end user, day and kind:
+    the head of one index range (`attribution_sql.RANK_INDEX`), nothing regrouped, and
+    `results_limit` reads only that many rows a day. The open days (today, and any not
+    closed yet) regroup that day's rows of the per-app user rollup. The same results, in
+    the same order, as the grouped query."""
     params: dict[str, Any] = {"kind": kind}
     order = ", ".join(COSTLIEST)
-    limit = ""
+    limit = ranked = ""
     if query.results_limit is not None:
         limit = " LIMIT :results_limit"
+        ranked = " WHERE rank <= :results_limit"
         params["results_limit"] = query.results_limit
     # the days whose bucket (their UTC midnight) is in [start, end), as the grouped query,
     # as an array: the planner then knows how many (a series it guesses at 1,000, and
@@ -126,15 +137,30 @@ def _ranked_users_sql(query: UsageQuery, kind: str) -> tuple[str, dict[str, Any]
     first = -(-query.page_start // 86400) * 86400
     params["days"] = [dt.datetime.fromtimestamp(t, dt.UTC)
                       for t in range(first, query.page_end, 86400)]  # fmt: skip
+    closed = f"(SELECT {KINDS_CLOSED_BEFORE} FROM {STATE_TABLE})"
     days = "unnest(CAST(:days AS timestamptz[])) AS d(day)"
     # a day's count once per day (an index-only range), not once per result
-    sql = (
+    closed_days = (
         f"SELECT extract(epoch FROM d.day)::bigint AS bucket, t.*, n.bucket_groups"
         f" FROM {days} CROSS JOIN LATERAL (SELECT count(*) AS bucket_groups"
         f" FROM {USER_KIND_TABLE} c WHERE c.bucket = d.day AND c.kind = :kind) n"
         f" CROSS JOIN LATERAL (SELECT end_user AS user_id, {_KIND_MEASURES},"
         f" row_number() OVER (ORDER BY {order}) AS rank FROM {USER_KIND_TABLE} k"
         f" WHERE k.bucket = d.day AND k.kind = :kind ORDER BY {order}{limit}) t"
-        f" ORDER BY 1, t.rank"
+        f" WHERE d.day < {closed}"
     )
+    sums = ", ".join(f"{m[0]} AS {name}" for name, m in _MEASURES.items())
+    open_groups = (
+        f"SELECT extract(epoch FROM u.bucket)::bigint AS bucket, u.end_user, {sums}"
+        f" FROM {USER_TABLE} u WHERE u.bucket = ANY(CAST(:days AS timestamptz[]))"
+        f" AND u.bucket >= coalesce({closed}, '-infinity') AND {kind_of('u')} = :kind"
+        " GROUP BY 1, 2"
+    )
+    open_days = (
+        f"SELECT bucket, end_user AS user_id, {_KIND_MEASURES}, rank, bucket_groups"
+        f" FROM (SELECT g.*, row_number() OVER (PARTITION BY bucket ORDER BY {order}) AS rank,"
+        f" count(*) OVER (PARTITION BY bucket) AS bucket_groups FROM ({open_groups}) g) r"
+        f"{ranked}"
+    )
+    sql = f"SELECT * FROM ({closed_days} UNION ALL {open_days}) a ORDER BY bucket, rank"
     return sql, params

@@ -30,6 +30,7 @@ from psycopg.abc import Buffer
 from psycopg.copy import AsyncWriter
 from psycopg.types.json import set_json_dumps
 
+from db.analytics.attribution_sql import CLOSE_KINDS_FUNCTION
 from db.engine import libpq_url
 from db.partitions.sql import ENSURE_SQL
 from gateway.domain import json_codec
@@ -92,6 +93,9 @@ def _cannot_encode(err: psycopg.Error) -> bool:
 # on its own connection between batches (never on a request's path); creating a week
 # happens once a week, four weeks ahead, so no row waits for it
 _ENSURE_PARTITIONS = ENSURE_SQL
+# the end users by kind of the days that ended (db.analytics.attribution_sql): one read
+# of the state row when there is none, one GROUP BY of a day's per-app rows after midnight
+_CLOSE_DAYS = f"SELECT {CLOSE_KINDS_FUNCTION}()"
 _ENSURE_EVERY_S = 3600.0
 
 
@@ -162,16 +166,22 @@ class LedgerDatabase:
             await self._conn.execute(_CREATE_STAGING)
         return self._conn
 
-    async def _ensure_partitions(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    async def _maintain(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Hourly, before a batch: the weeks ahead, and the days that ended closed."""
         now = asyncio.get_running_loop().time()
         if now - self._ensured_at < _ENSURE_EVERY_S:
             return
         self._ensured_at = now
-        try:
-            await conn.execute(_ENSURE_PARTITIONS)
-        except psycopg.Error as err:  # maintenance: the batch goes on (the default
-            # partition takes any row whose week is missing) and the next hour retries
-            log.warning("could not create the ledger's partitions ahead: %s", type(err).__name__)
+        for statement, what in (
+            (_ENSURE_PARTITIONS, "create the ledger's partitions ahead"),
+            (_CLOSE_DAYS, "close the end users by kind of the days that ended"),
+        ):
+            try:
+                await conn.execute(statement)
+            except psycopg.Error as err:  # maintenance: the batch goes on (the default
+                # partition takes any row whose week is missing; the open days are read
+                # from the per-app rollup) and the next hour retries
+                log.warning("could not %s: %s", what, type(err).__name__)
 
     async def encode(self, records: list[UsageRecord]) -> list[bytes] | None:
         """The direct COPY's data for `records`, in parts of about 32 kB (their tuples,
@@ -204,7 +214,7 @@ class LedgerDatabase:
         self, records: list[UsageRecord], fresh: bool, encoded: list[bytes] | None
     ) -> None:
         conn = await self._connection()
-        await self._ensure_partitions(conn)
+        await self._maintain(conn)
         if fresh:
             try:
                 async with conn.transaction():

@@ -60,7 +60,7 @@ def upgrade() -> None:
     for name in attribution_sql.TABLES:
         _rollup(name)
     op.execute(attribution_sql.rank_index_sql())
-    for statement in rollup_sql.function_sql(keyed=False):
+    for statement in rollup_sql.function_sql(keyed=False, kinds_closed=False):
         op.execute(statement)
     op.create_table(
         "end_user_erasures",

@@ -106,7 +106,7 @@ def upgrade() -> None:
         op.execute(statement)
     if _has_bin_column(rollup_sql.LATENCY_TABLES["hour"]):
         _convert_latency_tables()
-    for statement in rollup_sql.function_sql(keyed=False):
+    for statement in rollup_sql.function_sql(keyed=False, kinds_closed=False):
         op.execute(statement)
 
 

@@ -41,12 +41,12 @@ def upgrade() -> None:
         op.create_index(
             f"ux_{table}_key", table, list(rollup_sql.usage_conflict_key()), unique=True
         )
-    for statement in rollup_sql.function_sql():
+    for statement in rollup_sql.function_sql(kinds_closed=False):
         op.execute(statement)
 
 
 def downgrade() -> None:
-    for statement in rollup_sql.function_sql(keyed=False):
+    for statement in rollup_sql.function_sql(keyed=False, kinds_closed=False):
         op.execute(statement)
     for table in rollup_sql.USAGE_TABLES.values():
         op.execute(f"DROP INDEX ux_{table}_key")

@@ -28,12 +28,12 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    for statement in rollup_sql.function_sql():
+    for statement in rollup_sql.function_sql(kinds_closed=False):
         op.execute(statement)
 
 
 def downgrade() -> None:
     # the functions of 0016 fold the same sums; today's are the only ones this tree has,
     # and they work on 0016's tables
-    for statement in rollup_sql.function_sql():
+    for statement in rollup_sql.function_sql(kinds_closed=False):
         op.execute(statement)

@@ -60,6 +60,10 @@ def register(sub: Any) -> None:
         "--days", type=int, default=None, help="retention in days (default: the config's)"
     )
     prune.set_defaults(func=cmd_prune)
+    close = rsub.add_parser(
+        "close", help="the end users by kind of the UTC days that ended (the writer: hourly)"
+    )
+    close.set_defaults(func=cmd_close)
     stat = rsub.add_parser("status", help="raw rows and rollup rows, retention horizon")
     stat.set_defaults(func=cmd_status)
 
@@ -191,6 +195,18 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_close(args: argparse.Namespace) -> int:
+    from db.analytics.rollups import close_days
+
+    engine = _engine()
+    try:
+        written = close_days(engine)
+    finally:
+        engine.dispose()
+    print(f"end users by kind: {written} rows written for the days that ended")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from db.analytics.rollups import status
 
@@ -204,6 +220,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"rollup rows: {s.hourly_rows} hourly, {s.daily_rows} daily; requests {s.daily_requests}")
     horizon = f"{s.pruned_before:%Y-%m-%d}" if s.pruned_before else "never pruned"
     print(f"raw rows pruned before: {horizon}")
+    closed = f"{s.kinds_closed_before:%Y-%m-%d}" if s.kinds_closed_before else "none"
+    print(f"end users by kind closed before: {closed} (later days: from the per-app rollup)")
     return 0
 
 

@@ -10,6 +10,8 @@ import datetime as dt
 import uuid
 from decimal import Decimal
 
+from sqlalchemy import Engine, text
+
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.usage_record import RequestStatus, UsageRecord
 from gateway.ledger.database import LedgerDatabase
@@ -69,3 +71,16 @@ def write_attributed(url: str, n: int = 110) -> list[UsageRecord]:
 
     asyncio.run(go())
     return rows
+
+
+def reopen_days(engine: Engine, since: dt.datetime) -> None:
+    """The state of a ledger whose end users by kind are closed before `since` only (a UTC
+    midnight): the later days' rows out of that rollup, as if no close had reached them
+    (tests that do this take the `reopens_days` fixture)."""
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE usage_rollup_state SET user_kinds_closed_before = :d"), {"d": since}
+        )
+        conn.execute(
+            text("DELETE FROM usage_rollup_user_kind_daily WHERE bucket >= :d"), {"d": since}
+        )

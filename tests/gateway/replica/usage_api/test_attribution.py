@@ -5,6 +5,7 @@ tag keys); what neither can answer fast is a 400 naming the parameter."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from decimal import Decimal
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from db.analytics.usage_columns import COMPLETION_ENDPOINTS
-from tests.db.analytics.attribution_seed import END, START, write_attributed
+from tests.db.analytics.attribution_seed import END, START, reopen_days, write_attributed
 from tests.gateway.replica.usage_api.admin_client import admin_client
 
 S, E = int(START.timestamp()), int(END.timestamp())
@@ -162,11 +163,20 @@ def test_what_the_rollups_cannot_answer_fast_is_a_400_naming_it(
 
 @pytest.mark.parametrize("path", ["usage/completions", "usage/embeddings"])
 @pytest.mark.parametrize("limit", [None, 2])
+@pytest.mark.parametrize("open_since", [None, 1, 0], ids=["closed", "last-2-open", "all-open"])
 def test_by_user_alone_reads_one_row_per_user_and_day_with_the_grouped_querys_answer(
-    api: Api, ledger_engine: Engine, path: str, limit: int | None
+    api: Api,
+    ledger_engine: Engine,
+    reopens_days: None,
+    path: str,
+    limit: int | None,
+    open_since: int | None,
 ) -> None:
-    # by user and nothing else: the per-kind rollup, ranked by its index; with a filter
-    # that keeps every app, the grouped query over the per-app rollup: the same pages
+    # by user and nothing else: the per-kind rollup, ranked by its index, for the closed
+    # days, the per-app rollup regrouped for the open ones; with a filter that keeps every
+    # app, the grouped query over the per-app rollup: the same pages
+    if open_since is not None:
+        reopen_days(ledger_engine, START + dt.timedelta(days=open_since))
     apps = ",".join(sql(ledger_engine, "SELECT DISTINCT app FROM usage_records"))
     extra = {} if limit is None else {"results_limit": limit}
     ranked = pages(api, path, start_time=S, end_time=E, group_by="user_id", **extra)
