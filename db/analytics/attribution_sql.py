@@ -171,10 +171,10 @@ def rank_index_sql() -> str:
 
 
 def close_kinds_function_sql() -> str:
-    """`usage_rollup_close_user_kinds([until])`: the end users by kind of every UTC day
-    from the last one closed up to yesterday (the database's clock; or up to `until`, a
-    UTC midnight), summed from the per-app user rollup, and those days marked closed;
-    returns the rows written (0: nothing to close).
+    """`usage_rollup_close_user_kinds([until[, max_days]])`: the end users by kind of every
+    UTC day from the last one closed up to yesterday (the database's clock; or up to
+    `until`, a UTC midnight; at most `max_days` of them), summed from the per-app user
+    rollup, and those days marked closed; returns the rows written (0: nothing to close).
 
     The SHARE lock on the per-app rollup waits for every writer that folded rows into it
     and has not committed, and holds back new folds until this commits. A writer reads
@@ -191,13 +191,16 @@ def close_kinds_function_sql() -> str:
     state = "usage_rollup_state"
     done = "  IF lo IS NOT NULL AND lo >= hi THEN RETURN 0; END IF;\n"
     return (
-        f"CREATE OR REPLACE FUNCTION {CLOSE_KINDS_FUNCTION}(until timestamptz DEFAULT NULL)"
-        " RETURNS bigint\nLANGUAGE plpgsql SET work_mem = '128MB' AS $$\n"
+        f"CREATE OR REPLACE FUNCTION {CLOSE_KINDS_FUNCTION}(until timestamptz DEFAULT NULL,"
+        " max_days int DEFAULT NULL) RETURNS bigint\n"
+        "LANGUAGE plpgsql SET work_mem = '128MB' AS $$\n"
         "DECLARE lo timestamptz; n bigint;\n"
         "  hi timestamptz := coalesce(until, date_trunc('day', now(), 'UTC'));\n"
         f"BEGIN\n  SELECT {KINDS_CLOSED_BEFORE} INTO lo FROM {state};\n{done}"
         f"  LOCK TABLE {USER_TABLE} IN SHARE MODE;\n"
         f"  SELECT {KINDS_CLOSED_BEFORE} INTO lo FROM {state} FOR UPDATE;\n{done}"
+        "  IF lo IS NOT NULL AND max_days IS NOT NULL THEN\n"
+        "    hi := least(hi, lo + make_interval(days => max_days));\n  END IF;\n"
         f"  INSERT INTO {USER_KIND_TABLE} AS t ({', '.join(columns)})\n"
         f"  SELECT u.bucket, {kind_of('u')}, u.end_user, {', '.join(sums)}\n"
         f"  FROM {USER_TABLE} u WHERE u.bucket >= coalesce(lo, '-infinity') AND u.bucket < hi\n"

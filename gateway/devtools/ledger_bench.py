@@ -166,6 +166,7 @@ async def run_bench(
         await ticker
         await writer.close(timeout_s=30)
         stats = writer.stats()
+    close_s, closed = await asyncio.to_thread(_close_days, url)
     return {
         "mode": mode,
         "rows": stats["written"],
@@ -179,7 +180,26 @@ async def run_bench(
         "spooled": stats["spooled"],
         "dropped": stats["dropped"],
         "complete": stats["written"] == rows,
+        # the end users by kind of the bench's day, summed when the day closes (once a
+        # day, off the writer's batches: attribution_sql.KINDS_CLOSED_BEFORE)
+        "day_close_s": round(close_s, 3),
+        "day_close_rows": closed,
+        "rows_per_s_with_day_close": round(stats["written"] / (elapsed + close_s)),
     }
+
+
+def _close_days(url: str) -> tuple[float, int]:
+    """The day close of every day the bench wrote (all of them: the scratch database is
+    dropped afterwards), timed."""
+    import psycopg
+
+    from db.analytics.attribution_sql import CLOSE_KINDS_FUNCTION
+    from db.engine import libpq_url
+
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        t0 = time.perf_counter()
+        row = conn.execute(f"SELECT {CLOSE_KINDS_FUNCTION}('infinity')").fetchone()
+        return time.perf_counter() - t0, int(row[0]) if row else 0
 
 
 def bench(args: argparse.Namespace) -> int:

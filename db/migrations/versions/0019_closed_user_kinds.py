@@ -53,7 +53,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     # every day closed (the table whole again), then the functions that fold each row
     op.execute(f"SELECT {attribution_sql.CLOSE_KINDS_FUNCTION}('infinity')")
-    op.execute(f"DROP FUNCTION IF EXISTS {attribution_sql.CLOSE_KINDS_FUNCTION}(timestamptz)")
+    op.execute(f"DROP FUNCTION IF EXISTS {attribution_sql.CLOSE_KINDS_FUNCTION}(timestamptz, int)")
     for statement in rollup_sql.function_sql(kinds_closed=False):
         op.execute(statement)
     op.execute(f"ALTER TABLE {_STATE} DROP COLUMN {_CLOSED}")
