@@ -24,7 +24,6 @@ from db.analytics.attribution_sql import (
     TAG_TABLE,
     USER_KIND_TABLE,
     USER_TABLE,
-    kind_of,
 )
 from db.analytics.rollup_sql import STATE_TABLE
 from db.analytics.usage_columns import COLUMNS, COMPLETION_ENDPOINTS, MEASURES, range_where
@@ -126,10 +125,9 @@ def _ranked_users_sql(query: UsageQuery, kind: str) -> tuple[str, dict[str, Any]
     the same order, as the grouped query."""
     params: dict[str, Any] = {"kind": kind}
     order = ", ".join(COSTLIEST)
-    limit = ranked = ""
+    limit = ""
     if query.results_limit is not None:
         limit = " LIMIT :results_limit"
-        ranked = " WHERE rank <= :results_limit"
         params["results_limit"] = query.results_limit
     # the days whose bucket (their UTC midnight) is in [start, end), as the grouped query,
     # as an array: the planner then knows how many (a series it guesses at 1,000, and
@@ -149,18 +147,31 @@ def _ranked_users_sql(query: UsageQuery, kind: str) -> tuple[str, dict[str, Any]
         f" WHERE k.bucket = d.day AND k.kind = :kind ORDER BY {order}{limit}) t"
         f" WHERE d.day < {closed}"
     )
+    # the open days: that day's per-app rows regrouped by end user, once (materialized),
+    # then per day its count and its costliest (a top-N sort: only those are ranked)
     sums = ", ".join(f"{m[0]} AS {name}" for name, m in _MEASURES.items())
+    params["open_from"] = dt.datetime.fromtimestamp(first, dt.UTC)
+    params["end"] = dt.datetime.fromtimestamp(query.page_end, dt.UTC)
+    # the kind as attribution_sql.kind_of gives it, written so the planner can count rows
+    of_kind = "u.endpoint = 'embeddings'"
+    if kind != "embeddings":
+        of_kind = "u.endpoint IS DISTINCT FROM 'embeddings'"
     open_groups = (
-        f"SELECT extract(epoch FROM u.bucket)::bigint AS bucket, u.end_user, {sums}"
-        f" FROM {USER_TABLE} u WHERE u.bucket = ANY(CAST(:days AS timestamptz[]))"
-        f" AND u.bucket >= coalesce({closed}, '-infinity') AND {kind_of('u')} = :kind"
-        " GROUP BY 1, 2"
+        f"SELECT u.bucket, u.end_user, {sums} FROM {USER_TABLE} u"
+        f" WHERE u.bucket >= greatest(CAST(:open_from AS timestamptz), {closed})"
+        f" AND u.bucket < :end AND u.end_user IS NOT NULL AND {of_kind} GROUP BY 1, 2"
     )
     open_days = (
-        f"SELECT bucket, end_user AS user_id, {_KIND_MEASURES}, rank, bucket_groups"
-        f" FROM (SELECT g.*, row_number() OVER (PARTITION BY bucket ORDER BY {order}) AS rank,"
-        f" count(*) OVER (PARTITION BY bucket) AS bucket_groups FROM ({open_groups}) g) r"
-        f"{ranked}"
+        f"SELECT extract(epoch FROM d.day)::bigint AS bucket, t.*, n.bucket_groups"
+        f" FROM {days} CROSS JOIN LATERAL (SELECT count(*) AS bucket_groups"
+        " FROM open_groups c WHERE c.bucket = d.day) n"
+        f" CROSS JOIN LATERAL (SELECT end_user AS user_id, {_KIND_MEASURES},"
+        f" row_number() OVER (ORDER BY {order}) AS rank FROM (SELECT * FROM open_groups k"
+        f" WHERE k.bucket = d.day ORDER BY {order}{limit}) x) t"
+        f" WHERE d.day >= coalesce({closed}, '-infinity')"
     )
-    sql = f"SELECT * FROM ({closed_days} UNION ALL {open_days}) a ORDER BY bucket, rank"
+    sql = (
+        f"WITH open_groups AS MATERIALIZED ({open_groups})"
+        f" SELECT * FROM ({closed_days} UNION ALL {open_days}) a ORDER BY bucket, rank"
+    )
     return sql, params
