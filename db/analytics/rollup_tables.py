@@ -28,6 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.types import TypeEngine
 
+from db.analytics import latency_sql
 from db.analytics.attribution_sql import KINDS_CLOSED_BEFORE
 from db.analytics.rollup_sql import (
     COUNTS,
@@ -103,4 +104,28 @@ usage_rollup_state = Table(
     # the end users by kind hold the UTC days before this (attribution_sql; NULL: none)
     Column(KINDS_CLOSED_BEFORE, DateTime(timezone=True)),
     CheckConstraint("id", name="single_row"),
+)
+
+
+# the triggers that keep the rollups (migrations 0006, 0015), and what drops them with
+# the functions
+TRIGGERS_SQL = (
+    "CREATE TRIGGER usage_records_rollup_insert AFTER INSERT ON usage_records"
+    " REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION usage_rollup_fold()",
+    "CREATE TRIGGER usage_records_rollup_delete AFTER DELETE ON usage_records"
+    " REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"
+    " EXECUTE FUNCTION usage_rollup_unfold()",
+    "CREATE TRIGGER usage_records_rollup_truncate AFTER TRUNCATE ON usage_records"
+    " FOR EACH STATEMENT EXECUTE FUNCTION usage_rollup_truncate()",
+)
+DROP_SQL = (
+    "DROP TRIGGER IF EXISTS usage_records_rollup_insert ON usage_records",
+    "DROP TRIGGER IF EXISTS usage_records_rollup_delete ON usage_records",
+    "DROP TRIGGER IF EXISTS usage_records_rollup_truncate ON usage_records",
+    "DROP FUNCTION IF EXISTS usage_rollup_fold()",
+    "DROP FUNCTION IF EXISTS usage_rollup_unfold()",
+    "DROP FUNCTION IF EXISTS usage_rollup_truncate()",
+    "DROP FUNCTION IF EXISTS usage_rollup_rebuild(timestamptz, timestamptz)",
+    f"DROP FUNCTION IF EXISTS {latency_sql.BINS_ADD_FUNCTION}(bigint[], bigint[])",
+    f"DROP FUNCTION IF EXISTS {latency_sql.BINS_DENSE_FUNCTION}(int[], bigint[])",
 )

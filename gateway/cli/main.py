@@ -24,7 +24,7 @@ COMMAND_MODULES = (
     "gateway.cli.deploy",  # k8s-manifest
     "gateway.cli.chaos",  # chaos (failure scenarios, soak)
     "gateway.cli.finance",  # export focus, whatif, reconcile, fx add|import|list
-    "gateway.cli.report",  # report (usage and costs), rollups rebuild|prune|status
+    "gateway.cli.report",  # report (usage and costs), rollups rebuild|prune|close|status
     "gateway.cli.users",  # users forget (erasure of an end user)
     "gateway.cli.experiments",  # experiments start|list|show|stop|promote
     "gateway.cli.experiments.quality",  # quality signals (rates per model and alias)

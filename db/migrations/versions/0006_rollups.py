@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from db.analytics import rollup_sql
+from db.analytics import rollup_sql, rollup_tables
 
 revision: str = "0006"
 down_revision: str | None = "0005"
@@ -94,7 +94,7 @@ def upgrade() -> None:
     op.execute(f"INSERT INTO {rollup_sql.STATE_TABLE} (id) VALUES (true)")
     # the functions as of this revision: no attribution rollups, no group keys (0016)
     functions = rollup_sql.function_sql(attribution=False, keyed=False)
-    for statement in (*functions, *rollup_sql.TRIGGERS_SQL):
+    for statement in (*functions, *rollup_tables.TRIGGERS_SQL):
         op.execute(statement)
     # the backfill: every existing row, folded by the same SQL the trigger runs
     op.execute(
@@ -104,7 +104,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    for statement in rollup_sql.DROP_SQL:
+    for statement in rollup_tables.DROP_SQL:
         op.execute(statement)
     op.drop_table(rollup_sql.STATE_TABLE)
     for grain in reversed(rollup_sql.GRAINS):

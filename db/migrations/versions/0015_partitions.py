@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from db.analytics import rollup_sql
+from db.analytics import rollup_tables
 from db.partitions import sql as partition_sql
 
 revision: str = "0015"
@@ -52,7 +52,7 @@ def _rebuild(partitioned: bool) -> None:
     """Move every row of usage_records into a new table of the other kind."""
     parent = partition_sql.PARENT
     indexes = _index_definitions(parent)
-    for statement in rollup_sql.DROP_SQL[:3]:  # the triggers; the functions stay
+    for statement in rollup_tables.DROP_SQL[:3]:  # the triggers; the functions stay
         op.execute(statement)
     op.execute(f"ALTER TABLE {parent} RENAME TO {_OLD}")
     op.execute(f"ALTER INDEX pk_usage_records RENAME TO pk_{_OLD}")
@@ -81,7 +81,7 @@ def _rebuild(partitioned: bool) -> None:
         " END IF; END $$"
     )
     op.execute(f"DROP TABLE {_OLD}")
-    for statement in rollup_sql.TRIGGERS_SQL:
+    for statement in rollup_tables.TRIGGERS_SQL:
         op.execute(statement)
 
 

@@ -1,5 +1,5 @@
 """`costgate report` (the usage and costs API's figures as a table, CSV or JSON) and
-`costgate rollups rebuild|prune|status` (docs/USAGE_API.md, docs/ROLLUPS.md).
+`costgate rollups rebuild|prune|close|status` (docs/USAGE_API.md, docs/ROLLUPS.md).
 
 A package rather than one module: `gateway/cli` holds its 15-module maximum. Both
 commands read the ledger directly (DATABASE_URL, or the embedded PostgreSQL), with the
