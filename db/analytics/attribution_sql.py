@@ -124,8 +124,9 @@ def fold_sql(
     money: dict[str, str],
     kinds_closed: bool = True,
 ) -> str:
-    """Add the rows of `source` to `table`'s days, groups in key order (no deadlock between
-    two writers folding overlapping batches). `counts`/`money`: the cube's expressions.
+    """Add the rows of `source` to `table`'s days, groups in one order every writer takes
+    (`_sort_positions`: no deadlock between two writers folding overlapping batches).
+    `counts`/`money`: the cube's expressions.
     `kinds_closed`: False before migration 0019, whose day close the kinds' fold awaits."""
     dims = DIMENSIONS[table]
     where = _WHERE[table] + (_CLOSED_ONLY if kinds_closed and table == USER_KIND_TABLE else "")

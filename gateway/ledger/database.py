@@ -173,14 +173,15 @@ class LedgerDatabase:
         the batch's time): the weeks ahead, and the days that ended closed. Maintenance
         only: a failure is logged, the batch goes on (the default partition takes a row
         whose week is missing; the open days are read from the per-app rollup), and the
-        next hour retries. No connection: the batch finds out and says so."""
+        next hour retries. No connection: raised, as the batch's own attempt would."""
         now = asyncio.get_running_loop().time()
         if now - self._ensured_at < _ENSURE_EVERY_S:
             return
+        async with asyncio.timeout(self._write_timeout):
+            conn = await self._connection()
+        self._ensured_at = now
         try:
             async with asyncio.timeout(self._write_timeout):
-                conn = await self._connection()
-                self._ensured_at = now
                 for statement, what in (
                     (_ENSURE_PARTITIONS, "create the ledger's partitions ahead"),
                     (_CLOSE_DAYS, "close the end users by kind of the days that ended"),
@@ -189,9 +190,9 @@ class LedgerDatabase:
                         await conn.execute(statement)
                     except psycopg.Error as err:
                         log.warning("could not %s: %s", what, type(err).__name__)
-        except _UNAVAILABLE as err:
-            log.warning("ledger maintenance skipped: %s", type(err).__name__)
-            await self.close()  # a statement cut short leaves the connection unusable
+        except TimeoutError:
+            log.warning("ledger maintenance cut short after %s s", self._write_timeout)
+            await self.close()  # the statement cut short leaves the connection unusable
 
     async def encode(self, records: list[UsageRecord]) -> list[bytes] | None:
         """The direct COPY's data for `records`, in parts of about 32 kB (their tuples,
