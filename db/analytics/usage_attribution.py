@@ -103,6 +103,24 @@ def attribution_sql(
     return sql, params
 
 
+def _per_day(source: str, also: str, days_kept: str, limit: str) -> str:
+    """For each day of `:days` that `days_kept` keeps: its count of end users in `source`
+    (rows of that day, `also` ANDed), and its costliest `limit` of them, ranked. A day's
+    count once per day (an index-only range on the rollup), not once per result; its
+    costliest by a top-N sort, or the head of the ranking index on the rollup."""
+    order = ", ".join(COSTLIEST)
+    return (
+        "SELECT extract(epoch FROM d.day)::bigint AS bucket, t.*, n.bucket_groups"
+        " FROM unnest(CAST(:days AS timestamptz[])) AS d(day)"
+        " CROSS JOIN LATERAL (SELECT count(*) AS bucket_groups"
+        f" FROM {source} WHERE bucket = d.day{also}) n"
+        f" CROSS JOIN LATERAL (SELECT end_user AS user_id, {_KIND_MEASURES},"
+        f" row_number() OVER (ORDER BY {order}) AS rank FROM (SELECT * FROM {source}"
+        f" WHERE bucket = d.day{also} ORDER BY {order}{limit}) x) t"
+        f" WHERE {days_kept}"
+    )
+
+
 _UNITS = {"1m": "minute", "1h": "hour", "1d": "day"}
 _KIND_MEASURES = ", ".join(name for name in _MEASURES)
 
@@ -124,7 +142,6 @@ def _ranked_users_sql(query: UsageQuery, kind: str) -> tuple[str, dict[str, Any]
     closed yet) regroup that day's rows of the per-app user rollup. The same results, in
     the same order, as the grouped query."""
     params: dict[str, Any] = {"kind": kind}
-    order = ", ".join(COSTLIEST)
     limit = ""
     if query.results_limit is not None:
         limit = " LIMIT :results_limit"
@@ -136,17 +153,7 @@ def _ranked_users_sql(query: UsageQuery, kind: str) -> tuple[str, dict[str, Any]
     params["days"] = [dt.datetime.fromtimestamp(t, dt.UTC)
                       for t in range(first, query.page_end, 86400)]  # fmt: skip
     closed = f"(SELECT {KINDS_CLOSED_BEFORE} FROM {STATE_TABLE})"
-    days = "unnest(CAST(:days AS timestamptz[])) AS d(day)"
-    # a day's count once per day (an index-only range), not once per result
-    closed_days = (
-        f"SELECT extract(epoch FROM d.day)::bigint AS bucket, t.*, n.bucket_groups"
-        f" FROM {days} CROSS JOIN LATERAL (SELECT count(*) AS bucket_groups"
-        f" FROM {USER_KIND_TABLE} c WHERE c.bucket = d.day AND c.kind = :kind) n"
-        f" CROSS JOIN LATERAL (SELECT end_user AS user_id, {_KIND_MEASURES},"
-        f" row_number() OVER (ORDER BY {order}) AS rank FROM {USER_KIND_TABLE} k"
-        f" WHERE k.bucket = d.day AND k.kind = :kind ORDER BY {order}{limit}) t"
-        f" WHERE d.day < {closed}"
-    )
+    closed_days = _per_day(USER_KIND_TABLE, " AND kind = :kind", f"d.day < {closed}", limit)
     # the open days: that day's per-app rows regrouped by end user, once (materialized),
     # then per day its count and its costliest (a top-N sort: only those are ranked)
     sums = ", ".join(f"{m[0]} AS {name}" for name, m in _MEASURES.items())
@@ -161,15 +168,7 @@ def _ranked_users_sql(query: UsageQuery, kind: str) -> tuple[str, dict[str, Any]
         f" WHERE u.bucket >= greatest(CAST(:open_from AS timestamptz), {closed})"
         f" AND u.bucket < :end AND u.end_user IS NOT NULL AND {of_kind} GROUP BY 1, 2"
     )
-    open_days = (
-        f"SELECT extract(epoch FROM d.day)::bigint AS bucket, t.*, n.bucket_groups"
-        f" FROM {days} CROSS JOIN LATERAL (SELECT count(*) AS bucket_groups"
-        " FROM open_groups c WHERE c.bucket = d.day) n"
-        f" CROSS JOIN LATERAL (SELECT end_user AS user_id, {_KIND_MEASURES},"
-        f" row_number() OVER (ORDER BY {order}) AS rank FROM (SELECT * FROM open_groups k"
-        f" WHERE k.bucket = d.day ORDER BY {order}{limit}) x) t"
-        f" WHERE d.day >= coalesce({closed}, '-infinity')"
-    )
+    open_days = _per_day("open_groups", "", f"d.day >= coalesce({closed}, '-infinity')", limit)
     sql = (
         f"WITH open_groups AS MATERIALIZED ({open_groups})"
         f" SELECT * FROM ({closed_days} UNION ALL {open_days}) a ORDER BY bucket, rank"
