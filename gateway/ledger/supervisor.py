@@ -16,7 +16,6 @@ for longer than `stall_after_s`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -118,24 +117,3 @@ class Supervisor:
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, self._retry_max)
 
-
-async def wait_event(event: asyncio.Event, timeout_s: float) -> None:
-    """Until `event` is set or `timeout_s` passed. Not asyncio.wait_for: in Python 3.11 it
-    can swallow a cancellation that arrives as its own timeout fires (gh-86296), and a
-    loop that ignores its cancellation never lets close() return."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s):
-            await event.wait()
-
-
-async def cancel_until_done(task: asyncio.Task[None]) -> None:
-    # asked again until it ends: code below us (a library) may swallow one request
-    for _ in range(20):
-        if task.done():
-            break
-        task.cancel()
-        await asyncio.wait({task}, timeout=0.5)
-    if not task.done():
-        log.error("record writer: task %s ignores its cancellation", task.get_name())
-    elif not task.cancelled() and task.exception() is not None:
-        log.error("record writer: task %s failed", task.get_name(), exc_info=task.exception())

@@ -40,6 +40,7 @@ import random
 import time
 from pathlib import Path
 
+from gateway.concurrency.waits import cancel_until_done, wait_event
 from gateway.domain.usage_record import UsageRecord
 from gateway.ledger.database import LedgerDatabase, TransientDbError
 from gateway.ledger.health import WriterHealth
@@ -47,7 +48,7 @@ from gateway.ledger.journal import Journal
 from gateway.ledger.lanes import Lanes
 from gateway.ledger.spill import Spiller
 from gateway.ledger.spool import Spool
-from gateway.ledger.supervisor import Supervisor, cancel_until_done, wait_event
+from gateway.ledger.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,6 @@ source for Ray internals; ours are the gateway's business figures.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -33,6 +32,7 @@ import weakref
 from decimal import Decimal
 from typing import Protocol
 
+from gateway.concurrency.waits import cancel_until_done, within
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.environment import environment
 from gateway.domain.usage_record import RequestStatus, UsageRecord
@@ -102,10 +102,14 @@ class RayHubClient:
             # has none (a test, a script): refuse instead
             if not ray.is_initialized():
                 raise RuntimeError("Ray is not initialized: no metrics hub to talk to")
-            self._handle = await asyncio.to_thread(hub_handle, self._app_name)
         try:
+            # the lookup too is bounded: the GCS may be slow to answer, or gone
+            if self._handle is None:
+                self._handle = await within(
+                    asyncio.to_thread(hub_handle, self._app_name), self._timeout_s
+                )
             ref = getattr(self._handle, method).remote(*args)
-            return await asyncio.wait_for(asyncio.wrap_future(ref.future()), self._timeout_s)
+            return await within(asyncio.wrap_future(ref.future()), self._timeout_s)
         except Exception:
             self._handle = None  # the actor may have moved or died: look it up next time
             raise
@@ -291,9 +295,7 @@ class ReplicaMetrics:
     async def close(self) -> None:
         _ACTIVE.discard(self)
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_until_done(self._task)
             self._task = None
         try:
             await self.push(final=True)

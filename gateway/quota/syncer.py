@@ -30,6 +30,7 @@ from db.leases import (
     sync_budget_lease,
     take_from_bucket,
 )
+from gateway.concurrency.waits import wait_event
 from gateway.domain.budgets import Budget
 from gateway.quota.budget_cache import BudgetCache
 from gateway.quota.budget_slice import BudgetAsk
@@ -183,8 +184,7 @@ class QuotaSyncer:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.guard.kick.wait(), timeout=SYNC_S)
+            await wait_event(self.guard.kick, SYNC_S)
             waiting = self.guard.take_round()
             try:
                 if self._clock() - self._budgets_at >= BUDGETS_REFRESH_S:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 
 from db.keys import KeyInfo, hash_key
 from gateway.attribution.inputs import NO_KEY_TAGS, KeyTags
+from gateway.concurrency.waits import within
 from gateway.domain.environment import secret_from_env
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.key_scope import UNSCOPED, KeyScope
@@ -138,7 +139,7 @@ class KeyRing:
         """Until the first key set arrived (or `timeout_s` passed: a database outage at
         start must not keep the replica from starting; its keys follow when it is back)."""
         try:
-            await asyncio.wait_for(self._first_load.wait(), timeout=timeout_s)
+            await within(self._first_load.wait(), timeout_s)
         except TimeoutError:
             return False
         return True
@@ -198,7 +199,7 @@ class KeyRing:
             task.add_done_callback(lambda _: self._checking.pop(digest, None))
         # a database outage must not hold requests: give up quickly, keep the set
         try:
-            return await asyncio.wait_for(asyncio.shield(task), timeout=MISS_LOOKUP_WAIT_S)
+            return await within(asyncio.shield(task), MISS_LOOKUP_WAIT_S)
         except Exception:  # noqa: BLE001 - away or slow: the key is refused like a wrong one
             return None
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray import serve
 
+from gateway.concurrency.waits import within
 from gateway.domain.environment import environment
 
 if TYPE_CHECKING:
@@ -271,7 +272,7 @@ class Gateway:
         engine = make_engine(database_url, pool_size=1, max_overflow=0)
         self.fx = FxRefresher(self.service, lambda: load_schedule(engine), every_s=every_s)
         try:
-            await asyncio.wait_for(self.fx.refresh(), KEYS_FIRST_LOAD_TIMEOUT_S)
+            await within(self.fx.refresh(), KEYS_FIRST_LOAD_TIMEOUT_S)
         except TimeoutError:
             log.warning("FX rates not loaded at start; pricing at the config's rates")
         self.fx.start()
@@ -292,7 +293,7 @@ class Gateway:
         self.quota_syncer = self.service.use_quota_store(PostgresQuotaStore(engine, holder),
                                                          cache)  # fmt: skip
         try:
-            await asyncio.wait_for(self.quota_syncer.load_budgets(), KEYS_FIRST_LOAD_TIMEOUT_S)
+            await within(self.quota_syncer.load_budgets(), KEYS_FIRST_LOAD_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - the syncer keeps trying in the background
             log.warning("budgets not loaded at start: %s", type(err).__name__)
         self.quota_syncer.start()

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+from gateway.concurrency.waits import within
 from gateway.devtools.chaos.bookkeeping import Context, expect, finish, utcnow
 from gateway.devtools.chaos.load import CLIENT_ID_HEADER, REQUEST_ID_HEADER, Outcome
 from gateway.devtools.chaos.report import ScenarioResult
@@ -104,7 +105,7 @@ async def send_raw(url: str, headers: dict[str, str], body: bytes | None = None,
     except (ConnectionError, OSError) as err:
         error = type(err).__name__  # the server hung up mid-upload: its answer may be in
     try:
-        status, got = await asyncio.wait_for(response, timeout_s)
+        status, got = await within(response, timeout_s)
     except (TimeoutError, ConnectionError, OSError, ValueError) as err:
         status, got, error = None, {}, error or type(err).__name__
     finally:

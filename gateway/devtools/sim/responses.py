@@ -15,6 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from gateway.concurrency.waits import within
+
 TRANSPORT_EXTENSION = "costgate.sim.transport"
 JSON = "application/json"
 
@@ -54,7 +56,7 @@ async def sleep_unless_disconnected(request: Request, seconds: float) -> bool:
         return True
     watcher = asyncio.ensure_future(until_disconnected(request.receive))
     try:
-        await asyncio.wait_for(asyncio.shield(watcher), seconds)
+        await within(asyncio.shield(watcher), seconds)
         return False
     except TimeoutError:
         return True

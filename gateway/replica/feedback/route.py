@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from gateway.concurrency.waits import within
 from gateway.domain.openai_errors import OpenAIError
 from gateway.quality.feedback import FeedbackError, parse_feedback
 from gateway.replica.auth import Caller, KeyRing
@@ -69,7 +70,7 @@ class FeedbackApi:
             )  # fmt: skip
 
         try:
-            stored = await asyncio.wait_for(asyncio.to_thread(write), STATEMENT_TIMEOUT_S)
+            stored = await within(asyncio.to_thread(write), STATEMENT_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - the database's state, never the caller's fault
             log.warning("feedback write failed: %s", type(err).__name__)
             raise OpenAIError(

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from gateway.concurrency.waits import within
 from gateway.domain.endpoints import Endpoint
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.objects.references import (
@@ -66,7 +67,7 @@ class ProviderObjects:
         missing = [r.object_id for r in refs if r.object_id not in self._owner]
         if missing and self.store is not None:
             try:
-                found = await asyncio.wait_for(
+                found = await within(
                     asyncio.to_thread(self.store.owners, missing), STORE_TIMEOUT_S
                 )
             except Exception as err:  # noqa: BLE001 - unknown owner: refuse, never serve
@@ -96,8 +97,7 @@ class ProviderObjects:
         if self.store is None:
             return
         try:
-            await asyncio.wait_for(asyncio.to_thread(self.store.record, app, refs),
-                                   STORE_TIMEOUT_S)  # fmt: skip
+            await within(asyncio.to_thread(self.store.record, app, refs), STORE_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - kept in memory: refused elsewhere, not open
             log.warning("provider objects of app %s not stored (%s): only this replica "
                         "knows them", app, type(err).__name__)  # fmt: skip

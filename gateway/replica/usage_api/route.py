@@ -27,6 +27,7 @@ from db.analytics.usage_request import (
     parse_query,
 )
 from db.engine import data_lag_s
+from gateway.concurrency.waits import within
 from gateway.domain.openai_errors import OpenAIError
 from gateway.replica.auth import KeyRing
 
@@ -66,7 +67,7 @@ class UsageApi:
         if self._url is None:
             raise OpenAIError(503, "No ledger database is configured.", code="ledger_unavailable")
         try:
-            rows, lag = await asyncio.wait_for(
+            rows, lag = await within(
                 asyncio.to_thread(lambda: self._fetch(query)), QUERY_TIMEOUT_S
             )
         except Exception as err:  # noqa: BLE001 - the database's state, never the caller's fault

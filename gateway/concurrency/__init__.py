@@ -1,0 +1,1 @@
+"""Waiting and cancelling in asyncio without the traps of the standard library."""
