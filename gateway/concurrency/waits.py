@@ -3,8 +3,9 @@
 Python 3.11's `asyncio.wait_for` returns the inner result when its caller is cancelled at
 the moment the inner awaitable completes (gh-86296, fixed in 3.12 by rebuilding it on
 `asyncio.timeout`). A loop that awaits it can thus ignore the `cancel()` a `close()`
-sends, and `close()` then waits for ever: a metrics push loop did exactly that in CI,
-hanging a replica's shutdown and the suite with it. So the runtime waits with these.
+sends, and `close()` then waits for ever (the one way found for a Ray actor's metrics
+`close()` to hang a CI run until its time limit, docs/TESTING.md). So the runtime waits
+with these.
 """
 
 from __future__ import annotations

@@ -73,6 +73,11 @@ class BudgetSlice:
         self.remaining: Decimal | None = None
         self.exhausted = False
         self._asked: BudgetAsk | None = None
+        # what the last sync brought for requests that waited, kept from the next sync's
+        # return (one sync at most): they wake a few turns of the loop after it, and a
+        # sync started at once by another shortage must not hand it back first
+        self._asked_wanted = ZERO
+        self._promised = ZERO
         self._quiet_syncs = 0
         self._settled_during_sync = ZERO
 
@@ -86,6 +91,7 @@ class BudgetSlice:
         if self.free >= amount:
             self.in_use += amount
             self.reserved_since += amount
+            self._promised = max(ZERO, self._promised - amount)
             return True
         return False
 
@@ -127,11 +133,14 @@ class BudgetSlice:
             self.largest = self.rate = ZERO
         self._sample(now)
         target = max(self.rate * HORIZON_S * DEMAND_HEADROOM, self.largest * RESERVATIONS_KEPT)
-        returned = max(ZERO, self.free - target) if self.wanted == 0 else ZERO
+        kept = min(self._promised, max(ZERO, self.free))
+        self._promised = ZERO
+        returned = max(ZERO, self.free - kept - target) if self.wanted == 0 else ZERO
         self.held -= returned  # gone now, so nothing reserves it while the sync runs
-        want = max(ZERO, target - self.free) + self.wanted
+        want = max(ZERO, target - (self.free - kept)) + self.wanted
         ask = BudgetAsk(self.unreported, returned, self.in_use, want, self.wanted_one)
         self.unreported = ZERO
+        self._asked_wanted = self.wanted
         self.wanted = self.wanted_one = ZERO  # the requests still short ask again
         self._asked = ask
         self._settled_during_sync = ZERO
@@ -141,6 +150,7 @@ class BudgetSlice:
         ask = self._asked
         assert ask is not None
         self._asked = None
+        self._promised = min(granted, self._asked_wanted)
         if renewed:
             self.held += granted
         else:

@@ -55,6 +55,12 @@ class BucketSlice:
         self.demand = 0.0  # smoothed use per second
         self._sampled_at = self._at - HORIZON_S
         self.wanted = 0.0  # what requests waiting for the next sync need, summed
+        # units the last sync brought for requests that waited: kept from the next sync's
+        # give-back. The waiters wake a few turns of the loop after the sync ends, and a
+        # sync that a newcomer's shortage starts at once would otherwise hand them back
+        # first, round after round, until the waiters ran out of rounds and were refused
+        self.promised = 0.0
+        self._asked_for_waiters = 0
 
     @property
     def rate_per_s(self) -> float:
@@ -78,6 +84,7 @@ class BucketSlice:
         if self.balance >= units:
             self.balance -= units
             self.used += units
+            self.promised = max(0.0, self.promised - units)
             return True
         return False
 
@@ -140,21 +147,30 @@ class BucketSlice:
         target = math.ceil(self.demand * HORIZON_S * DEMAND_HEADROOM)
         if self.demand > 0:
             target = max(target, min(BURST_UNITS, math.floor(self.capacity * BURST_SHARE)))
-        whole = math.floor(self.balance)
+        # promised units stay one round at most: a waiter that gave up leaves them to
+        # the next give-back
+        balance = math.floor(self.balance)
+        kept = min(math.ceil(self.promised), max(0, balance))
+        self.promised = 0.0
+        whole = balance - kept
         give_back = whole - target if whole > target else min(0, whole)
         self.balance -= give_back
-        want = max(0, target - math.floor(self.balance)) + math.ceil(self.wanted)
+        self._asked_for_waiters = math.ceil(self.wanted)
+        want = max(0, target - math.floor(self.balance) + kept) + self._asked_for_waiters
         self.wanted = 0.0  # the requests still short after this round ask again
         return give_back, want
 
     def end_sync(self, granted: int, level: float) -> None:
         self.balance += granted
+        self.promised = float(min(granted, self._asked_for_waiters))
+        self._asked_for_waiters = 0
         self.level = level
         self._level_at = self._clock()
 
     def abort_sync(self, give_back: int) -> None:
         """The sync failed: nothing was put back or taken."""
         self.balance += give_back
+        self._asked_for_waiters = 0
 
     def idle(self) -> bool:
         """Nothing held, owed or wanted: the syncer may skip it."""

@@ -57,6 +57,29 @@ def test_a_sync_reports_settled_spend_and_returns_what_is_not_needed() -> None:
     assert s.free == D("0.01") and not s.exhausted
 
 
+def test_what_a_sync_brought_its_waiters_is_not_returned_before_they_reserve_it() -> None:
+    s = _slice()
+    s.need(D("0.004"))
+    s.need(D("0.004"))
+    ask = s.begin_sync(100.0)
+    assert ask.want_free_usd == D("0.008")
+    s.end_sync(held=D("0.008"), granted=D("0.008"), renewed=True, remaining=D("0.012"))
+    # another shortage starts the next sync before the two woke up: theirs stays
+    assert s.begin_sync(100.01).returned_usd == 0 and s.free == D("0.008")
+    s.end_sync(held=D("0.008"), granted=D(0), renewed=True, remaining=D("0.012"))
+    assert s.try_reserve(D("0.004")) and s.try_reserve(D("0.004"))
+
+
+def test_what_waiters_left_unreserved_goes_back_a_sync_later() -> None:
+    s = _slice()
+    s.need(D("0.004"))
+    s.begin_sync(100.0)
+    s.end_sync(held=D("0.004"), granted=D("0.004"), renewed=True, remaining=D("0.016"))
+    assert s.begin_sync(100.01).returned_usd == 0  # kept one sync for the waiter
+    s.end_sync(held=D("0.004"), granted=D(0), renewed=True, remaining=D("0.016"))
+    assert s.begin_sync(100.02).returned_usd == D("0.004")  # it gave up: back it goes
+
+
 def test_a_failed_sync_is_undone() -> None:
     s = _slice("0.02")
     s.try_reserve(D("0.005"))

@@ -161,6 +161,24 @@ async def test_a_keys_rpm_holds_across_two_replicas(
     assert int(headers["retry-after"]) >= 1
 
 
+async def test_a_keys_rpm_admits_its_whole_minute_to_requests_that_trickle_in(
+    ledger_engine: Engine, replicas: list[QuotaSyncer]
+) -> None:
+    # as over HTTP: requests arrive while rounds run, so every round ends with a new one
+    # already asked for; the units a round brought its waiters are theirs, not given back
+    # by the next round before they could take them
+    await _start(replicas)
+    who = Who("shop", None, "0b0e2c1e-0000-4000-8000-000000000003", rpm=20)
+
+    async def one(i: int) -> Admission | OpenAIError:
+        await asyncio.sleep(i * 0.002)
+        return await _try(replicas[i % 2].guard, who)
+
+    results = await asyncio.gather(*(one(i) for i in range(40)))
+    admitted = [r for r in results if isinstance(r, Admission)]
+    assert 19 <= len(admitted) <= 21, len(admitted)
+
+
 def test_budget_periods_of_the_store_and_the_guard_agree() -> None:
     guard = QuotaGuard(shared=True, now=lambda: dt.datetime(2026, 12, 1, 23, 59, tzinfo=dt.UTC))
     assert guard.hard_budgets(SHOP) == []

@@ -5,6 +5,7 @@ budget, cancelled streams, and a key's rpm across both replicas."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
 from decimal import Decimal
@@ -187,7 +188,10 @@ async def test_a_keys_rpm_holds_across_both_replicas(gateway: RunningGateway, si
     responses = await _burst(gateway, key, 40, body)
     took = time.monotonic() - started
     codes = _codes(responses)
-    assert 19 <= codes.count("ok") <= 21, (codes.count("ok"), took)
+    # the bucket refills a unit every 3 s (20 a minute, continuously): a burst slowed by
+    # a loaded machine may take those too, never more
+    refilled = math.ceil(took * 20 / 60)
+    assert 19 <= codes.count("ok") <= 20 + refilled, (codes.count("ok"), took)
     assert set(codes) == {"ok", "429:rate_limit_exceeded"}
     # every answer to a key with limits carries them, not only the refusals
     answered = [r for r in responses if r.status_code == 200]

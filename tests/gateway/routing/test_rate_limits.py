@@ -106,6 +106,32 @@ def test_a_shared_slice_puts_back_what_it_will_not_need_and_pays_its_debts() -> 
     assert s.balance == -6
 
 
+def test_units_a_sync_brought_its_waiters_are_not_put_back_before_they_take_them() -> None:
+    clock = FakeClock()
+    s = BucketSlice("key:k:rpm", 20, clock=clock, shared=True)
+    s.wanted = 3  # three requests wait
+    _, want = s.begin_sync()
+    s.end_sync(granted=want, level=17)
+    # a newcomer's shortage starts the next sync before the three woke up
+    s.wanted = 1
+    give_back, want = s.begin_sync()
+    assert (give_back, want) == (0, 1) and s.balance == 3
+    assert [s.try_take(1) for _ in range(3)] == [True, True, True]  # the three wake
+    s.end_sync(granted=1, level=16)
+    assert s.try_take(1) and not s.try_take(1)  # and the newcomer
+
+
+def test_promised_units_nobody_took_go_back_a_sync_later() -> None:
+    clock = FakeClock()
+    s = BucketSlice("key:k:rpm", 20, clock=clock, shared=True)
+    s.wanted = 2
+    _, want = s.begin_sync()
+    s.end_sync(granted=want, level=18)
+    assert s.begin_sync() == (0, 0)  # kept for the waiters, one sync
+    s.end_sync(granted=0, level=18)
+    assert s.begin_sync() == (2, 0) and s.balance == 0  # they gave up: back to the store
+
+
 def test_remaining_and_reset_describe_the_whole_bucket() -> None:
     clock = FakeClock()
     s = BucketSlice("b", 60, clock=clock, shared=True)
