@@ -13,7 +13,8 @@ import dataclasses
 import datetime as dt
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from gateway.cli.config_option import add_config_option, load_for_command
 
@@ -88,6 +89,18 @@ def _instant(value: str) -> int:
         return int(value)
     day = _day(value)
     return int(dt.datetime.combine(day, dt.time(), dt.UTC).timestamp())
+
+
+T = TypeVar("T")
+
+
+def _on_ledger(use: Callable[[Any], T]) -> T:
+    """`use(engine)` on an engine of the ledger, disposed after."""
+    engine = _engine()
+    try:
+        return use(engine)
+    finally:
+        engine.dispose()
 
 
 def _engine(read_only: bool = False) -> Any:
@@ -186,11 +199,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         print("costgate rollups prune: --days must be at least 1", file=sys.stderr)
         return 2
     cutoff = retention_cutoff(dt.datetime.now(dt.UTC).date(), days)
-    engine = _engine()
-    try:
-        deleted = prune(engine, cutoff)
-    finally:
-        engine.dispose()
+    deleted = _on_ledger(lambda engine: prune(engine, cutoff))
     print(f"pruned {deleted} raw rows started before {cutoff:%Y-%m-%d} (rollups kept)")
     return 0
 
@@ -198,11 +207,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
 def cmd_close(args: argparse.Namespace) -> int:
     from db.analytics.rollups import close_days
 
-    engine = _engine()
-    try:
-        written = close_days(engine)
-    finally:
-        engine.dispose()
+    written = _on_ledger(close_days)
     print(f"end users by kind: {written} rows written for the days that ended")
     return 0
 
@@ -210,11 +215,7 @@ def cmd_close(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from db.analytics.rollups import status
 
-    engine = _engine()
-    try:
-        s = status(engine)
-    finally:
-        engine.dispose()
+    s = _on_ledger(status)
     span = f"{s.first_raw:%Y-%m-%d %H:%M} to {s.last_raw:%Y-%m-%d %H:%M}" if s.first_raw else "-"
     print(f"raw rows: {s.raw_rows} ({span})")
     print(f"rollup rows: {s.hourly_rows} hourly, {s.daily_rows} daily; requests {s.daily_requests}")
