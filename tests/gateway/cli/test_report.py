@@ -91,6 +91,16 @@ def test_rollups_prune_keeps_the_reports_figures_and_rebuild_keeps_them_too(
     assert capsys.readouterr().out == before
 
 
+def test_rollups_close_sums_every_ended_day_and_status_says_up_to_when(
+    seeded: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["rollups", "close"]) == 0
+    assert "rows written for the days that ended" in capsys.readouterr().out
+    assert main(["rollups", "status"]) == 0
+    today = dt.datetime.now(dt.UTC).date()
+    assert f"end users by kind closed before: {today:%Y-%m-%d}" in capsys.readouterr().out
+
+
 def test_prune_without_retention_keeps_everything(
     seeded: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
