@@ -30,7 +30,7 @@ from db.leases import (
     sync_budget_lease,
     take_from_bucket,
 )
-from gateway.concurrency.waits import wait_event
+from gateway.concurrency.waits import cancel_until_done, wait_event
 from gateway.domain.budgets import Budget
 from gateway.quota.budget_cache import BudgetCache
 from gateway.quota.budget_slice import BudgetAsk
@@ -155,9 +155,7 @@ class QuotaSyncer:
         """Stop, and hand back every free part held (what is in flight stays held until
         its lease lapses)."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_until_done(self._task)
             self._task = None
         for s in self.guard.budget_slices.values():
             s.largest = s.rate = s.reserved_since = Decimal(0)

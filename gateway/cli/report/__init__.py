@@ -172,16 +172,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from db.analytics.rollups import rebuild, rebuild_all, utc_midnight
 
-    engine = _engine()
-    try:
-        if args.since is None and args.until is None:
-            folded = rebuild_all(engine)
-        else:
-            start = utc_midnight(args.since or dt.date(1970, 1, 1))
-            end = utc_midnight(args.until or dt.datetime.now(dt.UTC).date() + dt.timedelta(1))
-            folded = rebuild(engine, start, end)
-    finally:
-        engine.dispose()
+    if args.since is None and args.until is None:
+        folded = _on_ledger(rebuild_all)
+    else:
+        start = utc_midnight(args.since or dt.date(1970, 1, 1))
+        end = utc_midnight(args.until or dt.datetime.now(dt.UTC).date() + dt.timedelta(1))
+        folded = _on_ledger(lambda engine: rebuild(engine, start, end))
     print(f"rollups rebuilt from {folded} raw rows")
     return 0
 
